@@ -1,0 +1,386 @@
+#include "capture.h"
+
+#include <cupti.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "activity.h"
+#include "capture_file.h"
+#include "dispatch.h"
+#include "log.h"
+#include "names.h"
+
+namespace accordo {
+
+namespace {
+
+constexpr size_t kMaxParams = 4096;                // kernel parameters are at most 32 KB
+constexpr size_t kStagingBytes = size_t{64} << 20;  // device-to-host copies go through this many bytes
+
+struct KernelEntry {
+  std::string demangled;
+  bool matched = false;
+  uint64_t next_index = 0;
+};
+
+// One device range to copy: an allocation, or its first max_bytes from the pointer when capped.
+struct Snapshot {
+  uint32_t param_index;
+  uint64_t start;
+  uint64_t nbytes;
+};
+
+struct Pending {
+  bool active = false;
+  uint64_t seq = 0;
+  std::vector<Snapshot> snapshots;
+};
+
+struct LaunchArgs {
+  CUfunction function = nullptr;
+  void** params = nullptr;
+  void** extra = nullptr;
+  CUstream stream = nullptr;
+  bool per_thread = false;
+};
+
+struct State {
+  Config config;
+  std::regex regex;
+
+  std::mutex mutex;  // guards the members below and the file
+  CaptureFile file;
+  std::unordered_map<std::string, KernelEntry> kernels;
+  uint64_t next_seq = 0;
+  std::vector<uint8_t> staging;
+  bool finished = false;
+
+  std::mutex time_mutex;  // guards the timing hand-off from the activity thread
+  std::unordered_map<uint32_t, uint64_t> seq_by_correlation;
+  std::vector<std::array<uint64_t, 3>> times;  // seq, start, end
+};
+
+State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
+thread_local Pending t_pending;
+
+bool launch_args(CUpti_CallbackId cbid, const void* params, LaunchArgs& out) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+      const auto* p = static_cast<const cuLaunchKernel_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->hStream, false};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->hStream, true};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, false};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, true};
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The parameter's bytes: from kernelParams, or from the `extra` argument buffer; nullptr if neither.
+const uint8_t* param_bytes(const LaunchArgs& args, size_t index, size_t offset, size_t size) {
+  if (args.params != nullptr) return static_cast<const uint8_t*>(args.params[index]);
+  if (args.extra == nullptr) return nullptr;
+  const uint8_t* buffer = nullptr;
+  size_t buffer_size = 0;
+  for (size_t k = 0; k < 64 && args.extra[k] != CU_LAUNCH_PARAM_END; k += 2) {
+    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const uint8_t*>(args.extra[k + 1]);
+    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_SIZE && args.extra[k + 1] != nullptr) {
+      buffer_size = *static_cast<const size_t*>(args.extra[k + 1]);
+    }
+  }
+  if (buffer == nullptr || offset + size > buffer_size) return nullptr;
+  return buffer + offset;
+}
+
+// The (offset, size) of every parameter; `f` may be a CUfunction or a CUkernel.
+bool param_layout(CUfunction f, std::vector<std::pair<size_t, size_t>>& layout, std::string& problem) {
+  bool as_kernel = false;
+  for (size_t i = 0; i < kMaxParams; ++i) {
+    size_t offset = 0;
+    size_t size = 0;
+    CUresult result = as_kernel ? drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size)
+                                : drv::func_get_param_info(f, i, &offset, &size);
+    if (result != CUDA_SUCCESS && i == 0 && !as_kernel && result != CUDA_ERROR_INVALID_VALUE) {
+      // cuLaunchKernel also accepts a CUkernel (the CUDA runtime launches library kernels that way).
+      const CUresult as_function = result;
+      result = drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size);
+      if (result == CUDA_SUCCESS || result == CUDA_ERROR_INVALID_VALUE) {
+        as_kernel = true;
+      } else {
+        problem = drv::describe("cuFuncGetParamInfo", as_function) + "; " +
+                  drv::describe("cuKernelGetParamInfo", result);
+        return false;
+      }
+    }
+    if (result == CUDA_ERROR_INVALID_VALUE) return true;  // past the last parameter
+    if (result != CUDA_SUCCESS) {
+      problem = drv::describe(as_kernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo", result);
+      return false;
+    }
+    layout.emplace_back(offset, size);
+  }
+  return true;
+}
+
+KernelEntry& kernel_entry(const char* name) {
+  auto it = g->kernels.find(name);
+  if (it != g->kernels.end()) return it->second;
+  KernelEntry entry;
+  entry.demangled = demangle(name);
+  entry.matched = std::regex_search(name, g->regex) || std::regex_search(entry.demangled, g->regex);
+  return g->kernels.emplace(name, std::move(entry)).first->second;
+}
+
+void drain_times() {
+  std::vector<std::array<uint64_t, 3>> times;
+  {
+    std::lock_guard<std::mutex> lock(g->time_mutex);
+    times.swap(g->times);
+  }
+  for (const auto& t : times) g->file.write_time(t[0], t[1], t[2]);
+}
+
+void snapshot(uint64_t seq, const std::vector<Snapshot>& snapshots, uint32_t phase) {
+  if (g->staging.empty()) g->staging.resize(kStagingBytes);
+  for (const Snapshot& s : snapshots) {
+    g->file.begin_buffer(seq, s.param_index, phase, s.start, s.nbytes);
+    CUresult failure = CUDA_SUCCESS;
+    uint64_t failed_at = 0;
+    for (uint64_t done = 0; done < s.nbytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kStagingBytes, s.nbytes - done));
+      if (failure == CUDA_SUCCESS) {
+        failure = drv::memcpy_dtoh(g->staging.data(), s.start + done, n);
+        if (failure != CUDA_SUCCESS) failed_at = done;
+      }
+      if (failure == CUDA_SUCCESS) {
+        g->file.write_data(g->staging.data(), n);
+      } else {
+        g->file.write_zeros(n);
+      }
+      done += n;
+    }
+    if (failure != CUDA_SUCCESS) {
+      g->file.write_error(seq, drv::describe("cuMemcpyDtoH", failure) + " copying parameter " +
+                                   std::to_string(s.param_index) + (phase == 0 ? " before" : " after") +
+                                   " the kernel; bytes from offset " + std::to_string(failed_at) +
+                                   " on are zeros");
+    }
+  }
+}
+
+void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
+  t_pending.active = false;
+  LaunchArgs args;
+  if (!launch_args(cbid, info->functionParams, args)) return;
+  const char* name = info->symbolName;
+  if ((name == nullptr || *name == '\0') && drv::func_get_name(&name, args.function) != CUDA_SUCCESS) {
+    name = nullptr;
+  }
+  if (name == nullptr) name = "<unknown kernel>";
+
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished || !g->file.ok()) return;
+  KernelEntry& kernel = kernel_entry(name);
+  if (!kernel.matched) return;
+
+  LaunchInfo launch;
+  launch.launch_index = kernel.next_index++;
+  launch.seq = g->next_seq++;
+  launch.name = name;
+  launch.demangled = kernel.demangled;
+  {
+    std::lock_guard<std::mutex> time_lock(g->time_mutex);
+    g->seq_by_correlation[info->correlationId] = launch.seq;
+  }
+
+  std::vector<std::string> problems;
+  std::vector<std::pair<size_t, size_t>> layout;
+  std::string layout_problem;
+  if (!param_layout(args.function, layout, layout_problem)) problems.push_back(layout_problem);
+
+  std::vector<Snapshot> snapshots;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    ParamInfo p;
+    p.index = static_cast<uint32_t>(i);
+    p.offset = static_cast<uint32_t>(layout[i].first);
+    p.size = static_cast<uint32_t>(layout[i].second);
+    const uint8_t* bytes = param_bytes(args, i, p.offset, p.size);
+    if (bytes == nullptr) {
+      p.kind = ParamKind::Unavailable;
+      launch.params.push_back(std::move(p));
+      continue;
+    }
+    CUdeviceptr base = 0;
+    size_t alloc_size = 0;
+    uint64_t value = 0;
+    if (p.size == sizeof(uint64_t)) std::memcpy(&value, bytes, sizeof(value));
+    if (value != 0 && drv::mem_get_address_range(&base, &alloc_size, static_cast<CUdeviceptr>(value)) ==
+                          CUDA_SUCCESS) {
+      p.kind = ParamKind::Pointer;
+      p.value = value;
+      p.alloc_base = base;
+      p.alloc_size = alloc_size;
+      const bool seen = std::any_of(snapshots.begin(), snapshots.end(), [&](const Snapshot& s) {
+        return launch.params[s.param_index].alloc_base == base;
+      });
+      if (!seen) {
+        Snapshot s{p.index, base, alloc_size};
+        if (alloc_size > g->config.max_bytes) {  // capped: the window starting at the pointer
+          s.start = value;
+          s.nbytes = std::min<uint64_t>(g->config.max_bytes, base + alloc_size - value);
+        }
+        snapshots.push_back(s);
+      }
+    } else {
+      p.kind = ParamKind::Scalar;
+      p.bytes.assign(bytes, bytes + p.size);
+    }
+    launch.params.push_back(std::move(p));
+  }
+  if (layout.empty() == false && args.params == nullptr && args.extra == nullptr) {
+    problems.emplace_back("the launch passed neither kernelParams nor extra; parameter values are unavailable");
+  }
+
+  g->file.write_launch(launch);
+  for (const std::string& problem : problems) g->file.write_error(launch.seq, problem);
+
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult capturing = drv::stream_is_capturing(args.stream, &capture_status, args.per_thread);
+  if (capturing != CUDA_SUCCESS) {
+    g->file.write_error(launch.seq, drv::describe("cuStreamIsCapturing", capturing) + "; buffers not captured");
+  } else if (capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    g->file.write_error(launch.seq, "the launch is being captured into a CUDA graph; buffers not captured");
+  } else {
+    const CUresult synced = drv::ctx_synchronize();
+    if (synced != CUDA_SUCCESS) {
+      g->file.write_error(launch.seq, drv::describe("cuCtxSynchronize before the kernel", synced) +
+                                          "; buffers not captured");
+    } else {
+      snapshot(launch.seq, snapshots, 0);
+      t_pending.active = true;
+      t_pending.seq = launch.seq;
+      t_pending.snapshots = std::move(snapshots);
+    }
+  }
+  g->file.flush();
+}
+
+void on_exit(const CUpti_CallbackData* info) {
+  if (!t_pending.active) return;
+  t_pending.active = false;
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  const uint64_t seq = t_pending.seq;
+  const CUresult launched =
+      info->functionReturnValue != nullptr ? *static_cast<const CUresult*>(info->functionReturnValue) : CUDA_SUCCESS;
+  if (launched != CUDA_SUCCESS) {
+    g->file.write_error(seq, drv::describe("the kernel launch", launched));
+  } else {
+    const CUresult synced = drv::ctx_synchronize();
+    if (synced != CUDA_SUCCESS) {
+      g->file.write_error(seq, drv::describe("the kernel (cuCtxSynchronize after it)", synced));
+    } else {
+      snapshot(seq, t_pending.snapshots, 1);
+    }
+  }
+  t_pending.snapshots.clear();
+  drain_times();
+  g->file.flush();
+}
+
+void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || g == nullptr) return;
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  try {
+    if (info->callbackSite == CUPTI_API_ENTER) {
+      on_enter(cbid, info);
+    } else {
+      on_exit(info);
+    }
+  } catch (const std::exception& e) {
+    t_pending.active = false;
+    log_error("capture failed for this launch: %s", e.what());
+  } catch (...) {
+    t_pending.active = false;
+    log_error("capture failed for this launch");
+  }
+}
+
+void on_kernel_record(const KernelRecord& record) {
+  std::lock_guard<std::mutex> lock(g->time_mutex);
+  const auto it = g->seq_by_correlation.find(record.correlation_id);
+  if (it == g->seq_by_correlation.end()) return;
+  g->times.push_back({it->second, record.start_ns, record.end_ns});
+  g->seq_by_correlation.erase(it);
+}
+
+}  // namespace
+
+bool capture_start(const Config& config) {
+  g = new State();
+  g->config = config;
+  if (!g->file.open(config.output)) return false;
+  try {
+    g->regex = std::regex(config.kernel_regex, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    const std::string message = "ACCORDO_KERNEL='" + config.kernel_regex + "' is not a valid regex: " + e.what();
+    log_error("%s", message.c_str());
+    g->file.write_error(CaptureFile::kNoLaunch, message);
+    g->file.finish();
+    return false;
+  }
+
+  const CUpti_CallbackId launches[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+  };
+  CUpti_SubscriberHandle subscriber = nullptr;
+  bool ok = ACCORDO_CUPTI(cuptiSubscribe(&subscriber, on_callback, nullptr));
+  for (const CUpti_CallbackId cbid : launches) {
+    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
+  if (ok) ok = activity_start(on_kernel_record);
+  if (!ok) {
+    g->file.write_error(CaptureFile::kNoLaunch, "CUPTI could not be set up; see the process's stderr");
+    g->file.finish();
+    return false;
+  }
+  return true;
+}
+
+void capture_finish() {
+  if (g == nullptr) return;
+  activity_flush();  // not under g->mutex: records arrive through on_kernel_record
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  g->finished = true;
+  drain_times();
+  g->file.finish();
+}
+
+}  // namespace accordo

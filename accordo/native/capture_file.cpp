@@ -1,0 +1,138 @@
+#include "capture_file.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the capture format is little-endian");
+
+namespace accordo {
+
+namespace {
+
+enum RecordType : uint32_t { kLaunch = 1, kBuffer = 2, kTime = 3, kError = 4, kEnd = 5 };
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T value) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&value);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+void put_string(std::vector<uint8_t>& out, const std::string& text) {
+  put<uint32_t>(out, static_cast<uint32_t>(text.size()));
+  out.insert(out.end(), text.begin(), text.end());
+}
+
+}  // namespace
+
+bool CaptureFile::open(const std::string& path) {
+  path_ = path;
+  file_ = std::fopen(path.c_str(), "wb");
+  if (file_ == nullptr) {
+    log_error("cannot open %s for writing: %s", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::setvbuf(file_, nullptr, _IOFBF, size_t{1} << 20);
+  const char magic[8] = {'A', 'C', 'C', 'O', 'R', 'D', 'O', '1'};
+  const uint32_t version = 1;
+  const uint32_t reserved = 0;
+  raw(magic, sizeof(magic));
+  raw(&version, sizeof(version));
+  raw(&reserved, sizeof(reserved));
+  flush();
+  return ok();
+}
+
+void CaptureFile::raw(const void* data, size_t nbytes) {
+  if (!ok() || nbytes == 0) return;
+  if (std::fwrite(data, 1, nbytes, file_) != nbytes) {
+    failed_ = true;
+    log_error("writing %s failed: %s; no further captures are recorded", path_.c_str(), std::strerror(errno));
+  }
+}
+
+void CaptureFile::record_header(uint32_t type, uint64_t payload_bytes) {
+  const uint32_t reserved = 0;
+  raw(&type, sizeof(type));
+  raw(&reserved, sizeof(reserved));
+  raw(&payload_bytes, sizeof(payload_bytes));
+}
+
+void CaptureFile::write_launch(const LaunchInfo& launch) {
+  std::vector<uint8_t> payload;
+  payload.reserve(256);
+  put<uint64_t>(payload, launch.launch_index);
+  put<uint64_t>(payload, launch.seq);
+  put_string(payload, launch.name);
+  put_string(payload, launch.demangled);
+  put<uint32_t>(payload, static_cast<uint32_t>(launch.params.size()));
+  for (const ParamInfo& p : launch.params) {
+    put<uint32_t>(payload, p.index);
+    put<uint32_t>(payload, p.offset);
+    put<uint32_t>(payload, p.size);
+    put<uint32_t>(payload, static_cast<uint32_t>(p.kind));
+    if (p.kind == ParamKind::Scalar) {
+      payload.insert(payload.end(), p.bytes.begin(), p.bytes.end());
+    } else if (p.kind == ParamKind::Pointer) {
+      put<uint64_t>(payload, p.value);
+      put<uint64_t>(payload, p.alloc_base);
+      put<uint64_t>(payload, p.alloc_size);
+    }
+  }
+  record_header(kLaunch, payload.size());
+  raw(payload.data(), payload.size());
+}
+
+void CaptureFile::begin_buffer(uint64_t seq, uint32_t param_index, uint32_t phase, uint64_t base,
+                               uint64_t nbytes) {
+  record_header(kBuffer, 8 + 4 + 4 + 8 + 8 + nbytes);
+  raw(&seq, sizeof(seq));
+  raw(&param_index, sizeof(param_index));
+  raw(&phase, sizeof(phase));
+  raw(&base, sizeof(base));
+  raw(&nbytes, sizeof(nbytes));
+}
+
+void CaptureFile::write_data(const void* data, size_t nbytes) { raw(data, nbytes); }
+
+void CaptureFile::write_zeros(size_t nbytes) {
+  static const uint8_t zeros[4096] = {};
+  while (nbytes > 0 && ok()) {
+    const size_t n = nbytes < sizeof(zeros) ? nbytes : sizeof(zeros);
+    raw(zeros, n);
+    nbytes -= n;
+  }
+}
+
+void CaptureFile::write_time(uint64_t seq, uint64_t start_ns, uint64_t end_ns) {
+  record_header(kTime, 24);
+  raw(&seq, sizeof(seq));
+  raw(&start_ns, sizeof(start_ns));
+  raw(&end_ns, sizeof(end_ns));
+}
+
+void CaptureFile::write_error(uint64_t seq, const std::string& message) {
+  const uint32_t length = static_cast<uint32_t>(message.size());
+  record_header(kError, 8 + 4 + uint64_t{length});
+  raw(&seq, sizeof(seq));
+  raw(&length, sizeof(length));
+  raw(message.data(), message.size());
+}
+
+void CaptureFile::flush() {
+  if (ok() && std::fflush(file_) != 0) {
+    failed_ = true;
+    log_error("writing %s failed: %s; no further captures are recorded", path_.c_str(), std::strerror(errno));
+  }
+}
+
+void CaptureFile::finish() {
+  if (file_ == nullptr) return;
+  record_header(kEnd, 0);
+  flush();
+  if (std::fclose(file_) != 0 && !failed_) log_error("closing %s failed: %s", path_.c_str(), std::strerror(errno));
+  file_ = nullptr;
+}
+
+}  // namespace accordo

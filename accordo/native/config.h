@@ -1,0 +1,25 @@
+// Configuration from the environment (read once, in InitializeInjection).
+//   ACCORDO_MODE       trace (default) | capture
+//   ACCORDO_OUTPUT     output path (required); "%p" in it is replaced by the process id
+//   ACCORDO_KERNEL     capture: ECMAScript regex, searched in the mangled and the demangled name
+//   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace accordo {
+
+enum class Mode { Trace, Capture };
+
+struct Config {
+  Mode mode = Mode::Trace;
+  std::string output;
+  std::string kernel_regex;
+  uint64_t max_bytes = uint64_t{2} << 30;
+};
+
+// Fills `config` from the environment. On an unusable configuration prints why and returns false.
+bool load_config(Config& config);
+
+}  // namespace accordo

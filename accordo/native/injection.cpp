@@ -1,0 +1,54 @@
+// Entry point: CUDA loads this library for CUDA_INJECTION64_PATH and calls InitializeInjection once
+// during cuInit. Results are written by an atexit handler (exit() from main, or main returning).
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+
+#include "capture.h"
+#include "config.h"
+#include "log.h"
+#include "trace.h"
+
+namespace {
+
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_finished{false};
+accordo::Mode g_mode = accordo::Mode::Trace;
+
+void finish_at_exit() {
+  if (g_finished.exchange(true)) return;
+  try {
+    if (g_mode == accordo::Mode::Capture) {
+      accordo::capture_finish();
+    } else {
+      accordo::trace_finish();
+    }
+  } catch (const std::exception& e) {
+    accordo::log_error("writing the results failed: %s", e.what());
+  } catch (...) {
+    accordo::log_error("writing the results failed");
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  if (g_initialized.exchange(true)) return 1;
+  try {
+    accordo::Config config;
+    if (!accordo::load_config(config)) return 1;  // already explained on stderr; the app runs untouched
+    g_mode = config.mode;
+    const bool started =
+        config.mode == accordo::Mode::Capture ? accordo::capture_start(config) : accordo::trace_start(config);
+    if (!started) {
+      accordo::log_error("setup failed; the application runs without Accordo");
+      return 1;
+    }
+    if (std::atexit(finish_at_exit) != 0) accordo::log_error("cannot register the exit handler");
+  } catch (const std::exception& e) {
+    accordo::log_error("initialization failed: %s", e.what());
+  } catch (...) {
+    accordo::log_error("initialization failed");
+  }
+  return 1;
+}

@@ -1,0 +1,394 @@
+"""Kernel timing through libaccordo's trace mode: run an application under the tracer, read the
+JSON Lines trace it writes and rank kernels by total GPU time.
+
+Trace file (one per CUDA process; written to ``<path>.tmp`` and renamed when complete)::
+
+    {"accordo":"trace","version":1,"pid":1234}
+    {"corr":7,"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","start":...,"end":...,
+     "grid":[8,1,1],"block":[128,1,1],"smem":0,"regs":16,"device":0,"stream":7}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from intelliperf.errors import AppError, ProfileError, tail
+
+__all__ = [
+    "KernelLaunch",
+    "KernelStats",
+    "TracedRun",
+    "read_trace",
+    "run_traced",
+    "summarize",
+]
+
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    corr: int
+    name: str
+    demangled: str
+    start: int
+    end: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    regs: int
+    device: int
+    stream: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    name: str
+    demangled: str
+    launches: int
+    total_ns: int
+    mean_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    launches: tuple[KernelLaunch, ...]
+    stats: tuple[KernelStats, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _int(record: Mapping[str, object], key: str, where: str) -> int:
+    value = record.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProfileError(f"{where}: field {key!r} is missing or not an integer")
+    return value
+
+
+def _str(record: Mapping[str, object], key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise ProfileError(f"{where}: field {key!r} is missing or not a string")
+    return value
+
+
+def _triple(record: Mapping[str, object], key: str, where: str) -> tuple[int, int, int]:
+    value = record.get(key)
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise ProfileError(f"{where}: field {key!r} is missing or not a list of 3 integers")
+    return (value[0], value[1], value[2])
+
+
+def _launch(record: object, where: str) -> KernelLaunch:
+    if not isinstance(record, dict):
+        raise ProfileError(f"{where}: expected a JSON object")
+    launch = KernelLaunch(
+        corr=_int(record, "corr", where),
+        name=_str(record, "name", where),
+        demangled=_str(record, "demangled", where),
+        start=_int(record, "start", where),
+        end=_int(record, "end", where),
+        grid=_triple(record, "grid", where),
+        block=_triple(record, "block", where),
+        smem=_int(record, "smem", where),
+        regs=_int(record, "regs", where),
+        device=_int(record, "device", where),
+        stream=_int(record, "stream", where),
+    )
+    if launch.end < launch.start:
+        raise ProfileError(f"{where}: end {launch.end} is before start {launch.start}")
+    return launch
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
+    """The launches in an Accordo trace file, ordered by start time.
+
+    Raises ProfileError when the file is missing, empty, not an Accordo trace, of another version, or has a
+    malformed or truncated line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"the trace file {path} does not exist") from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read the trace file {path}: {exc}") from exc
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if not text.strip():
+        raise ProfileError(f"the trace file {path} is empty")
+    try:
+        header = json.loads(lines[0])
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("accordo") != "trace":
+        raise ProfileError(f"{path} is not an Accordo trace (its first line is not the trace header)")
+    if header.get("version") != TRACE_VERSION:
+        raise ProfileError(
+            f"{path} is an Accordo trace of version {header.get('version')!r}; "
+            f"this reader knows {TRACE_VERSION}"
+        )
+    if not text.endswith("\n"):
+        raise ProfileError(f"the trace file {path} is truncated (its last line is incomplete)")
+    launches = []
+    for number, line in enumerate(lines[1:-1], start=2):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"{where}: malformed trace line ({exc.msg})") from None
+        launches.append(_launch(record, where))
+    launches.sort(key=lambda launch: (launch.start, launch.corr))
+    return launches
+
+
+def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
+    """Per-kernel statistics (grouped by mangled name), the kernel with the most total time first."""
+    durations: dict[str, list[int]] = {}
+    demangled: dict[str, str] = {}
+    for launch in launches:
+        durations.setdefault(launch.name, []).append(launch.duration_ns)
+        demangled.setdefault(launch.name, launch.demangled)
+    stats = [
+        KernelStats(
+            name=name,
+            demangled=demangled[name],
+            launches=len(values),
+            total_ns=sum(values),
+            mean_ns=sum(values) / len(values),
+            median_ns=float(statistics.median(values)),
+            min_ns=min(values),
+            max_ns=max(values),
+        )
+        for name, values in durations.items()
+    ]
+    stats.sort(key=lambda s: (-s.total_ns, s.name))
+    return stats
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Running an application under libaccordo (shared with accordo.capture)
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """How a process ended. ``returncode`` is negative (-signal) when a signal killed it, None on timeout."""
+
+    cmd: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    timed_out: bool
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode is None or self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    def describe(self, timeout_s: float | None = None) -> str:
+        """'<cmd> exited with code 3', '... was killed by SIGSEGV', '... did not finish within 5 s'."""
+        shown = shlex.join(self.cmd)
+        if len(shown) > 200:
+            shown = shown[:197] + "..."
+        if self.timed_out:
+            limit = f" within {timeout_s:g} s" if timeout_s is not None else ""
+            return f"`{shown}` did not finish{limit} and was killed"
+        if self.signal_name is not None:
+            return f"`{shown}` was killed by {self.signal_name} (exit status {self.returncode})"
+        return f"`{shown}` exited with code {self.returncode}"
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def run_app(
+    cmd: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> AppRun:
+    """Run ``cmd`` in its own process group with the full environment ``env``; on timeout kill the group.
+
+    Raises AppError when the program or the working directory does not exist or cannot be executed.
+    """
+    if not cmd:
+        raise AppError("no command to run")
+    cmd = tuple(str(part) for part in cmd)
+    if cwd is not None and not Path(cwd).is_dir():
+        raise AppError(f"the working directory {cwd} does not exist")
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise AppError(
+            f"the program {exc.filename or cmd[0]} does not exist",
+            hint="check the command's path (relative paths are resolved against the working directory)",
+        ) from exc
+    except PermissionError as exc:
+        raise AppError(
+            f"the program {exc.filename or cmd[0]} cannot be executed (permission denied)",
+            hint="is it executable (chmod +x) and not a directory?",
+        ) from exc
+    except OSError as exc:
+        raise AppError(f"cannot start {cmd[0]}: {exc}") from exc
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes open
+            proc.kill()
+            stdout, stderr = b"", b"(output unavailable: a process outside the group kept the pipes open)"
+            proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    wall_s = time.monotonic() - started
+    return AppRun(
+        cmd=cmd,
+        returncode=None if timed_out else proc.returncode,
+        stdout=_decode(stdout),
+        stderr=_decode(stderr),
+        wall_s=wall_s,
+        timed_out=timed_out,
+    )
+
+
+def injection_env(
+    env: Mapping[str, str] | None, library: Path, mode: str, output: Path, **extra: str
+) -> dict[str, str]:
+    """The current environment, plus ``env``, plus the variables that activate libaccordo."""
+    merged = dict(os.environ)
+    if env:
+        merged.update(env)
+    merged.update(
+        CUDA_INJECTION64_PATH=str(library),
+        ACCORDO_MODE=mode,
+        ACCORDO_OUTPUT=str(output),
+        **extra,
+    )
+    return merged
+
+
+def accordo_messages(stderr: str) -> str:
+    """The lines libaccordo wrote to the application's stderr."""
+    return "\n".join(line for line in stderr.splitlines() if line.startswith("accordo: "))
+
+
+def run_traced(
+    cmd: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float,
+    library: str | os.PathLike[str] | None = None,
+) -> TracedRun:
+    """Run ``cmd`` under the Accordo tracer and return its kernel launches and per-kernel statistics.
+
+    ``env`` holds variables added to the current environment. ``library`` defaults to
+    ``accordo.build.native_library()``. Raises AppError when the program is missing, exits non-zero, is
+    killed by a signal or times out (the whole process group is killed), and ProfileError when it ran
+    but no trace was written or no kernel was seen.
+    """
+    if library is None:
+        from accordo.build import native_library
+
+        library = native_library()
+    with tempfile.TemporaryDirectory(prefix="accordo-trace-") as tmp:
+        out_dir = Path(tmp)
+        run_env = injection_env(env, Path(library), "trace", out_dir / "trace-%p.jsonl")
+        app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
+        if app.timed_out or app.returncode != 0:
+            raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
+        complete = sorted(out_dir.glob("trace-*.jsonl"))
+        partial = sorted(out_dir.glob("trace-*.jsonl.tmp"))
+        launches: list[KernelLaunch] = []
+        for path in complete:
+            launches.extend(read_trace(path))
+    notes = accordo_messages(app.stderr)
+    if not complete and partial:
+        raise ProfileError(
+            "the trace was not completed: the program exited without running its exit handlers "
+            "(os._exit, quick_exit, or a CUDA process killed by its parent)",
+            log_tail=notes or None,
+        )
+    if not launches:
+        why = (
+            "CUDA never loaded the tracer (the program did not initialize CUDA, or no NVIDIA driver "
+            "is present)"
+            if not complete
+            else "the program initialized CUDA but launched no kernel"
+        )
+        raise ProfileError(
+            f"no CUDA kernels were traced: {why}",
+            log_tail=notes or None,
+            hint="run the program with a GPU workload; check that it uses CUDA on this machine",
+        )
+    launches.sort(key=lambda launch: (launch.start, launch.corr))
+    return TracedRun(
+        launches=tuple(launches),
+        stats=tuple(summarize(launches)),
+        returncode=0,
+        stdout=app.stdout,
+        stderr=app.stderr,
+        wall_s=app.wall_s,
+    )

@@ -1,0 +1,51 @@
+"""Fixtures for the Accordo tests: one build of libaccordo.so per session, and GPU detection."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def accordo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("accordo-cache")
+
+
+@pytest.fixture(scope="session")
+def accordo_lib(accordo_cache: Path) -> Path:
+    """libaccordo.so, force-built into a temporary cache directory."""
+    from accordo.build import native_library
+
+    old = os.environ.get("ACCORDO_CACHE_DIR")
+    os.environ["ACCORDO_CACHE_DIR"] = str(accordo_cache)
+    try:
+        return native_library(force=True)
+    finally:
+        if old is None:
+            del os.environ["ACCORDO_CACHE_DIR"]
+        else:
+            os.environ["ACCORDO_CACHE_DIR"] = old
+
+
+def _gpu_available() -> bool:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and "GPU" in proc.stdout
+
+
+@pytest.fixture(scope="session")
+def gpu() -> None:
+    """Skips the test unless nvidia-smi works and lists a GPU."""
+    if not _gpu_available():
+        pytest.skip("no NVIDIA GPU: nvidia-smi is missing or failed")

@@ -1,0 +1,65 @@
+// Tiny CUDA program for the Accordo GPU tests. Usage: sample_app [ok|exit|crash] [n]
+//   ok    : scale x3, add_one<float> x2, return from main
+//   exit  : same, then exit(0) from main without cudaDeviceReset
+//   crash : scale, then bad_write, a kernel that writes to an invalid address
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CHECK(call)                                                                    \
+  do {                                                                                 \
+    cudaError_t e_ = (call);                                                           \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));          \
+      return 2;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+__global__ void scale(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 2.0f * in[i] + 1.0f;
+}
+
+template <typename T>
+__global__ void add_one(T* data, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] += T(1);
+}
+
+__global__ void bad_write(float* p) { p[threadIdx.x + (1ull << 40)] = 1.0f; }
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "ok";
+  const int n = argc > 2 ? std::atoi(argv[2]) : 1000;
+  std::vector<float> host(n);
+  for (int i = 0; i < n; ++i) host[i] = 0.5f * i;
+  float *in = nullptr, *out = nullptr;
+  CHECK(cudaMalloc(&in, n * sizeof(float)));
+  CHECK(cudaMalloc(&out, n * sizeof(float)));
+  CHECK(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(out, 0, n * sizeof(float)));
+  const int block = 128, grid = (n + block - 1) / block;
+  if (std::strcmp(mode, "crash") == 0) {
+    scale<<<grid, block>>>(in, out, n);
+    bad_write<<<1, 32>>>(out);
+    cudaError_t e = cudaDeviceSynchronize();
+    std::fprintf(stderr, "sync after bad_write: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
+  for (int r = 0; r < 3; ++r) scale<<<grid, block>>>(in, out, n);
+  for (int r = 0; r < 2; ++r) add_one<float><<<grid, block>>>(out, n);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
+  const float expected = 2.0f * 0.5f * (n - 1) + 3.0f;
+  if (std::fabs(host[n - 1] - expected) > 1e-5f * std::fabs(expected)) {
+    std::fprintf(stderr, "wrong result %f\n", host[n - 1]);
+    return 1;
+  }
+  std::printf("ok\n");
+  if (std::strcmp(mode, "exit") == 0) std::exit(0);
+  CHECK(cudaFree(in));
+  CHECK(cudaFree(out));
+  return 0;
+}

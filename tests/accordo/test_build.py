@@ -1,0 +1,76 @@
+"""libaccordo.so builds here (no GPU needed) and does not depend on libcuda at link time."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from accordo import build
+from intelliperf.errors import NativeBuildError, ToolMissingError
+
+
+def _run(*cmd: str) -> str:
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def test_exports_injection_entry_point(accordo_lib: Path) -> None:
+    assert accordo_lib.is_file()
+    defined = _run("nm", "-D", "--defined-only", str(accordo_lib))
+    assert re.search(r"\bT InitializeInjection$", defined, re.MULTILINE)
+    # Nothing else of ours is exported (hidden visibility).
+    exported = [line.split()[-1] for line in defined.splitlines() if " T " in line]
+    assert exported == ["InitializeInjection"]
+
+
+def test_no_link_time_libcuda(accordo_lib: Path) -> None:
+    undefined = _run("nm", "-D", "--undefined-only", str(accordo_lib))
+    driver = [s for s in undefined.split() if re.fullmatch(r"cu[A-Z]\w*(@\S*)?", s)]
+    assert driver == []
+    dynamic = _run("readelf", "-d", str(accordo_lib))
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic)
+    assert not any(lib.startswith("libcuda.") for lib in needed), needed
+    assert any(lib.startswith("libcupti.so") for lib in needed), needed
+    assert re.search(r"R(UN)?PATH.*lib64", dynamic)
+
+
+def test_cached_build_is_reused(
+    accordo_lib: Path, accordo_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(accordo_cache))
+    mtime = accordo_lib.stat().st_mtime_ns
+    again = build.native_library()
+    assert again == accordo_lib
+    assert again.stat().st_mtime_ns == mtime
+    assert again.parent.parent == accordo_cache
+    assert re.fullmatch(r"[0-9a-f]{16}", again.parent.name)
+    assert not list(again.parent.glob(".build-*")), "temporary build directories must be removed"
+
+
+def test_missing_cuda_is_tool_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
+    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ToolMissingError, match=r"cupti\.h"):
+        build.native_library()
+
+
+def test_missing_compiler_is_tool_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ToolMissingError, match="no-such-compiler-xyz"):
+        build.native_library()
+
+
+def test_compile_error_is_native_build_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "native"
+    shutil.copytree(build.SOURCE_DIR, broken)
+    (broken / "broken.cpp").write_text("int f() { return not_declared_anywhere; }\n")
+    monkeypatch.setattr(build, "SOURCE_DIR", broken)
+    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(NativeBuildError) as info:
+        build.native_library()
+    assert "not_declared_anywhere" in str(info.value)
+    assert not list((tmp_path / "cache").rglob("libaccordo.so"))

@@ -1,0 +1,164 @@
+"""read_capture on capture files written per accordo/native/FORMAT.md."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from accordo_capture_writer import (
+    NO_LAUNCH,
+    P,
+    ScaleCapture,
+    buffer,
+    end,
+    error,
+    file_header,
+    launch,
+    record,
+    time,
+)
+
+from accordo.capture import read_capture
+from intelliperf.errors import ProfileError
+
+
+def write(tmp_path: Path, blob: bytes, name: str = "c.bin") -> Path:
+    path = tmp_path / name
+    path.write_bytes(blob)
+    return path
+
+
+def test_scale_capture(tmp_path: Path) -> None:
+    cap = read_capture(write(tmp_path, ScaleCapture(n=10, launches=2).build()))
+    assert cap.complete and not cap.truncated and cap.errors == ()
+    assert [x.seq for x in cap.launches] == [0, 1]
+    first = cap.launches[0]
+    assert first.launch_index == 0
+    assert first.name == "_Z5scalePKfPfi" and first.demangled.startswith("scale(")
+    p_in, p_out, p_n = first.params
+    assert (p_in.kind, p_in.alloc_size, p_in.alloc_offset) == ("pointer", 40, 0)
+    assert p_out.kind == "pointer" and p_out.pointer == 0x7F0000001000
+    assert p_n.kind == "scalar" and p_n.scalar(np.int32) == 10 and p_n.raw == struct.pack("<i", 10)
+    before_in, after_in = first.buffer(0, "before"), first.buffer(0, "after")
+    assert before_in is not None and after_in is not None
+    assert before_in.tobytes() == after_in.tobytes()
+    out_after = first.buffer(1, "after")
+    assert out_after is not None
+    np.testing.assert_array_equal(out_after.view(np.float32), 2 * np.arange(10, dtype=np.float32) * 0.5 + 1)
+    assert out_after.data.dtype == np.uint8 and out_after.data.size == 40
+    assert not out_after.data.flags.writeable
+    assert first.start_ns == 0 and first.duration_ns == 250
+    assert first.complete
+    assert cap.for_kernel("scale(float const*, float*, int)") == cap.launches
+
+
+def test_buffers_are_views_not_copies(tmp_path: Path) -> None:
+    cap = read_capture(write(tmp_path, ScaleCapture(n=1 << 16, launches=1).build()))
+    data = cap.launches[0].buffers[0].data
+    assert data.base is not None  # a view over the memory map
+    assert data.size == 4 << 16
+
+
+def test_missing_end_means_incomplete(tmp_path: Path) -> None:
+    cap = read_capture(write(tmp_path, ScaleCapture().build(with_end=False)))
+    assert not cap.complete and not cap.truncated
+    assert len(cap.launches) == 2
+
+
+def test_truncated_inside_a_record(tmp_path: Path) -> None:
+    blob = ScaleCapture().build()
+    # Cut in the middle of the second launch's first buffer.
+    second = blob.index(b"_Z5scalePKfPfi", blob.index(b"_Z5scalePKfPfi") + 1)
+    cap = read_capture(write(tmp_path, blob[: second + 200]))
+    assert cap.truncated and not cap.complete
+    assert len(cap.launches) == 2
+    assert cap.launches[0].complete
+    assert not cap.launches[1].complete
+    # Cut inside a record header.
+    cap = read_capture(write(tmp_path, file_header() + b"\x01\x00\x00"))
+    assert cap.truncated and cap.launches == ()
+
+
+def test_zero_launches(tmp_path: Path) -> None:
+    cap = read_capture(write(tmp_path, file_header() + end()))
+    assert cap.complete and cap.launches == () and cap.errors == ()
+
+
+def test_errors_and_crashed_kernel(tmp_path: Path) -> None:
+    params = [P(0, 0, 8, 1, pointer=(0x1000, 0x1000, 16)), P(1, 8, 8, 2)]
+    blob = (
+        file_header()
+        + error(NO_LAUNCH, "a global problem")
+        + launch(0, 0, "k", "k", params)
+        + buffer(0, 0, 0, 0x1000, bytes(16))
+        + error(0, "the kernel (cuCtxSynchronize after it) failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+        + end()
+    )
+    cap = read_capture(write(tmp_path, blob))
+    assert [(e.seq, e.message[:8]) for e in cap.errors] == [(None, "a global"), (0, "the kern")]
+    (only,) = cap.launches
+    assert not only.complete
+    assert "ILLEGAL_ADDRESS" in only.errors[0]
+    assert only.buffer(0, "after") is None
+    assert only.params[1].kind == "unavailable" and only.params[1].raw == b""
+    assert only.start_ns is None and only.duration_ns is None
+
+
+def test_deduplicated_allocation(tmp_path: Path) -> None:
+    base = 0x2000
+    params = [
+        P(0, 0, 8, 1, pointer=(base, base, 64)),
+        P(1, 8, 8, 1, pointer=(base + 32, base, 64)),
+        P(2, 16, 8, 0, raw=bytes(8)),
+    ]
+    data = bytes(range(64))
+    blob = (
+        file_header()
+        + launch(3, 0, "add_kernel", "add_kernel", params)
+        + buffer(0, 0, 0, base, data)
+        + buffer(0, 0, 1, base, data)
+        + end()
+    )
+    (x,) = read_capture(write(tmp_path, blob)).launches
+    assert x.launch_index == 3
+    shared = x.buffer(1, "after")
+    assert shared is not None and shared.param_index == 0
+    assert x.params[1].alloc_offset == 32
+    assert shared.view(np.uint8, byte_offset=x.params[1].alloc_offset)[0] == 32
+    assert x.buffer(2, "before") is None
+
+
+def test_unknown_record_types_are_skipped(tmp_path: Path) -> None:
+    blob = file_header() + record(99, b"future stuff") + ScaleCapture(launches=1).build()[16:]
+    cap = read_capture(write(tmp_path, blob))
+    assert cap.complete and len(cap.launches) == 1
+
+
+def test_time_for_unknown_launch_is_ignored(tmp_path: Path) -> None:
+    cap = read_capture(write(tmp_path, file_header() + time(7, 1, 2) + end()))
+    assert cap.complete and cap.launches == ()
+
+
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (b"", "not an Accordo capture"),
+        (b"garbage garbage garbage", "bad magic"),
+        (b"ACCORDO1" + struct.pack("<II", 2, 0), "version 2"),
+        (file_header() + buffer(5, 0, 0, 0, b"xx"), "inconsistent"),
+        (file_header() + record(1, b"\x00" * 10), "shorter"),
+        (file_header() + launch(0, 0, "k", "k", [P(0, 0, 4, 7)]), "kind 7"),
+        (file_header() + launch(0, 0, "k", "k", []) + launch(0, 0, "k", "k", []), "repeats"),
+        (file_header() + record(1, launch(0, 0, "k", "k", [])[16:] + b"!"), "trailing"),
+    ],
+)
+def test_corrupt_files(tmp_path: Path, blob: bytes, message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        read_capture(write(tmp_path, blob))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="does not exist"):
+        read_capture(tmp_path / "nope.bin")

@@ -1,0 +1,165 @@
+"""End-to-end on a GPU: trace and capture a small CUDA program built with the static CUDA runtime, and a
+Triton kernel (cuLaunchKernelEx) when PyTorch and Triton are installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accordo.capture import run_capture
+from accordo.trace import run_traced
+from intelliperf.errors import AppError
+
+HERE = Path(__file__).resolve().parent
+SCALE = "scale(float const*, float*, int)"
+ADD_ONE = "void add_one<float>(float*, int)"
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def sample_app(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc is not installed")
+    out = tmp_path_factory.mktemp("app") / "sample_app"
+    cmd = [nvcc, "-cudart", "static", "-lineinfo", "-arch=sm_90", "-o", str(out), str(HERE / "sample_app.cu")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("mode", ["ok", "exit"])
+def test_trace_sample(sample_app: Path, accordo_lib: Path, tmp_path: Path, mode: str) -> None:
+    run = run_traced([str(sample_app), mode], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+    assert run.stdout.strip() == "ok"
+    by_name = {s.demangled: s for s in run.stats}
+    assert set(by_name) == {SCALE, ADD_ONE}
+    assert by_name[SCALE].launches == 3 and by_name[SCALE].name == "_Z5scalePKfPfi"
+    assert by_name[ADD_ONE].launches == 2
+    for launch in run.launches:
+        assert launch.duration_ns > 0
+        assert launch.grid == (8, 1, 1) and launch.block == (128, 1, 1)
+        assert launch.regs > 0
+    assert len({x.corr for x in run.launches}) == 5
+    assert [x.start for x in run.launches] == sorted(x.start for x in run.launches)
+
+
+def test_trace_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    with pytest.raises(AppError, match="exited with code 1"):
+        run_traced([str(sample_app), "crash"], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+
+
+def test_capture_scale(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    n = 1000
+    run = run_capture(
+        [str(sample_app), "ok", str(n)],
+        kernel_regex=r"^scale\(",
+        cwd=tmp_path,
+        timeout_s=120,
+        library=accordo_lib,
+    )
+    assert run.status == "ok", run.stderr
+    cap = run.capture
+    assert cap is not None and cap.complete and cap.errors == ()
+    assert [x.launch_index for x in cap.launches] == [0, 1, 2]
+    x_host = np.arange(n, dtype=np.float32) * 0.5
+    for launch in cap.launches:
+        assert launch.demangled == SCALE and launch.complete
+        p_in, p_out, p_n = launch.params
+        assert p_in.kind == "pointer" and p_out.kind == "pointer"
+        assert p_in.alloc_size == 4 * n and p_out.alloc_size == 4 * n
+        assert p_n.kind == "scalar" and p_n.scalar(np.int32) == n
+        before_in, after_in = launch.buffer(0, "before"), launch.buffer(0, "after")
+        assert before_in is not None and after_in is not None
+        np.testing.assert_array_equal(before_in.view(np.float32), x_host)
+        assert before_in.tobytes() == after_in.tobytes()
+        after_out = launch.buffer(1, "after")
+        assert after_out is not None
+        np.testing.assert_array_equal(after_out.view(np.float32), 2 * x_host + 1)
+        assert launch.start_ns is not None and launch.duration_ns is not None and launch.duration_ns > 0
+    first_out = cap.launches[0].buffer(1, "before")
+    assert first_out is not None and not first_out.data.any()  # cudaMemset(out, 0) before the first launch
+
+
+def test_capture_max_bytes(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    run = run_capture(
+        [str(sample_app), "ok", "1000"],
+        kernel_regex="add_one",
+        cwd=tmp_path,
+        timeout_s=120,
+        max_bytes=64,
+        library=accordo_lib,
+    )
+    assert run.status == "ok" and run.capture is not None
+    assert [x.demangled for x in run.capture.launches] == [ADD_ONE, ADD_ONE]
+    for launch in run.capture.launches:
+        assert {b.nbytes for b in launch.buffers} == {64}
+
+
+def test_capture_faulting_kernel(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    run = run_capture(
+        [str(sample_app), "crash"],
+        kernel_regex="bad_write",
+        cwd=tmp_path,
+        timeout_s=120,
+        library=accordo_lib,
+    )
+    assert run.status == "crash" and run.returncode == 1
+    assert run.capture is not None
+    (launch,) = run.capture.launches
+    assert launch.demangled == "bad_write(float*)"
+    assert launch.buffer(0, "before") is not None and launch.buffer(0, "after") is None
+    assert any("CUDA_ERROR_ILLEGAL_ADDRESS" in e for e in launch.errors), launch.errors
+
+
+TRITON_APP = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+x = torch.arange(1000, device="cuda", dtype=torch.float32)
+y = torch.ones_like(x)
+out = torch.zeros_like(x)
+for _ in range(2):
+    add_kernel[(4,)](x, y, out, 1000, BLOCK=256)
+torch.cuda.synchronize()
+print(out[-1].item())
+"""
+
+
+def test_triton_kernel(gpu: None, accordo_lib: Path, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    app = tmp_path / "triton_app.py"
+    app.write_text(textwrap.dedent(TRITON_APP))
+    traced = run_traced([sys.executable, str(app)], cwd=tmp_path, timeout_s=300, library=accordo_lib)
+    stats = {s.name: s for s in traced.stats}
+    assert stats["add_kernel"].launches == 2
+    run = run_capture(
+        [sys.executable, str(app)],
+        kernel_regex="^add_kernel$",
+        cwd=tmp_path,
+        timeout_s=300,
+        library=accordo_lib,
+    )
+    assert run.status == "ok" and run.capture is not None and run.capture.complete
+    assert len(run.capture.launches) == 2
+    launch = run.capture.launches[0]
+    x, y, out, n = launch.params[:4]
+    assert [p.kind for p in (x, y, out)] == ["pointer"] * 3 and n.scalar(np.int32) == 1000
+    after = launch.buffer(out.index, "after")  # the caching allocator may put all three in one block
+    assert after is not None
+    assert out.alloc_offset is not None
+    values = after.view(np.float32, byte_offset=out.alloc_offset - (after.base - out.alloc_base), count=1000)
+    np.testing.assert_array_equal(values, np.arange(1000, dtype=np.float32) + 1)
