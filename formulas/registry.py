@@ -1,0 +1,81 @@
+"""The formula registry: in-tree formulas first, then plugins from the `intelliperf.formulas` entry points.
+
+Built once on first use. Registration is checked (unique name, exactly one concrete Formula subclass
+per module, declared metrics that look like Nsight Compute metric names) so a broken plugin fails
+loudly at start, not halfway through a job.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from functools import cache
+from importlib.metadata import entry_points
+from types import ModuleType
+
+from formulas.base import Formula
+from intelliperf.errors import SpecError
+
+__all__ = ["BUILTIN_MODULES", "META_FORMULAS", "FormulaRegistrationError", "all_formulas", "get", "names"]
+
+BUILTIN_MODULES = ("formulas.bank_conflict", "formulas.atomic_contention", "formulas.memory_access")
+META_FORMULAS = ("auto", "diagnoseOnly")
+ENTRY_POINT_GROUP = "intelliperf.formulas"
+_METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)*$")
+
+
+class FormulaRegistrationError(RuntimeError):
+    pass
+
+
+def concrete_formula(module: ModuleType) -> type[Formula]:
+    found = [
+        obj
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, Formula) and not inspect.isabstract(obj) and obj.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        raise FormulaRegistrationError(
+            f"{module.__name__} must define exactly one concrete Formula subclass, found {len(found)}"
+        )
+    return found[0]
+
+
+def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not re.match(r"^[a-z][A-Za-z0-9]*$", name):
+        raise FormulaRegistrationError(f"{cls.__qualname__}: name must be lowerCamelCase, got {name!r}")
+    if name in taken or name in META_FORMULAS:
+        raise FormulaRegistrationError(f"{cls.__qualname__}: formula name {name!r} is already taken")
+    if not cls.metrics:
+        raise FormulaRegistrationError(f"{name}: declares no metrics")
+    bad = [m for m in cls.metrics if not _METRIC_NAME.match(m)]
+    if bad:
+        raise FormulaRegistrationError(f"{name}: not Nsight Compute metric names: {bad}")
+    if cls.primary_metric not in cls.metrics:
+        raise FormulaRegistrationError(f"{name}: primary_metric {cls.primary_metric!r} is not in metrics")
+
+
+@cache
+def all_formulas() -> dict[str, type[Formula]]:
+    registry: dict[str, type[Formula]] = {}
+    modules = [importlib.import_module(name) for name in BUILTIN_MODULES]
+    modules += [ep.load() for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for module in modules:
+        cls = concrete_formula(module)
+        validate(cls, registry)
+        registry[cls.name] = cls
+    return registry
+
+
+def names() -> list[str]:
+    return list(all_formulas())
+
+
+def get(name: str) -> type[Formula]:
+    try:
+        return all_formulas()[name]
+    except KeyError:
+        choices = ", ".join([*names(), *META_FORMULAS])
+        raise SpecError(f"unknown formula {name!r}; choose one of: {choices}") from None

@@ -1,0 +1,202 @@
+"""The `intelliperf` command. Thin: it turns options into a JobSpec and hands it to the engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError as PydanticValidationError
+from rich.console import Console
+
+from intelliperf import __version__
+from intelliperf.contract import Application, JobSpec, LlmSettings, Report, Tolerances
+from intelliperf.errors import IntelliPerfError, SpecError
+
+app = typer.Typer(
+    name="intelliperf",
+    help="Find the GPU kernel that costs the most, tell why and on which line, and fix it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+stdout = Console()
+stderr = Console(stderr=True)
+
+RUN_HELP = """Diagnose (and, with the optimization loop, fix) the hottest kernels of an application.
+
+Example: intelliperf run -f diagnoseOnly -b make -p examples/transpose_bank -- ./bin/transpose
+"""
+
+
+def _spec_from_options(
+    command: list[str],
+    *,
+    build_command: str | None,
+    instrument_command: str | None,
+    project_directory: Path,
+    formula: str,
+    top_n: int,
+    num_attempts: int,
+    tolerance: float | None,
+    model: str,
+    provider: str,
+    api_base: str | None,
+    kernel: str | None,
+    in_place: bool,
+) -> JobSpec:
+    if not command:
+        raise SpecError("no application given: put its command after `--`, e.g. `-- ./bin/app arg`")
+    tolerances = Tolerances(atol=tolerance) if tolerance is not None else Tolerances()
+    try:
+        return JobSpec(
+            project_directory=str(project_directory),
+            build_command=build_command,
+            instrument_command=instrument_command,
+            applications=[Application(command=command)],
+            formula=formula,
+            kernel=kernel,
+            top_n=top_n,
+            num_attempts=num_attempts,
+            tolerances=tolerances,
+            llm=LlmSettings(model=model, provider=provider, api_base=api_base),
+            in_place=in_place,
+        )
+    except PydanticValidationError as exc:
+        raise SpecError(_explain_validation(exc)) from None
+
+
+def _explain_validation(exc: PydanticValidationError) -> str:
+    problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+    return "invalid options: " + "; ".join(problems)
+
+
+def _fail(error: IntelliPerfError) -> typer.Exit:
+    stderr.print(f"[bold red]error:[/bold red] {error}", highlight=False, markup=True)
+    return typer.Exit(code=error.exit_code)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
+    help=RUN_HELP,
+)
+def run(
+    ctx: typer.Context,
+    build_command: Annotated[
+        str | None, typer.Option("-b", "--build_command", help="Command that builds the application")
+    ] = None,
+    instrument_command: Annotated[
+        str | None,
+        typer.Option("-i", "--instrument_command", help="Build command with line info (default: -b)"),
+    ] = None,
+    project_directory: Annotated[
+        Path, typer.Option("-p", "--project_directory", help="Project root; commands run there")
+    ] = Path("."),
+    formula: Annotated[
+        str,
+        typer.Option(
+            "-f", "--formula", help="bankConflict, atomicContention, memoryAccess, diagnoseOnly or auto"
+        ),
+    ] = "auto",
+    top_n: Annotated[int, typer.Option("--top_n", help="Kernels to diagnose, hottest first")] = 10,
+    num_attempts: Annotated[int, typer.Option("--num_attempts", help="Optimization attempts")] = 10,
+    tolerance: Annotated[
+        float | None, typer.Option("-t", "--accordo_absolute_tolerance", help="Validation absolute tolerance")
+    ] = None,
+    model: Annotated[str, typer.Option("-m", "--model", help="LLM model")] = "gpt-4o",
+    provider: Annotated[
+        str, typer.Option("-r", "--provider", help="LLM provider (LiteLLM prefix)")
+    ] = "openai",
+    api_base: Annotated[str | None, typer.Option("--api_base", help="OpenAI-compatible endpoint")] = None,
+    output_file: Annotated[
+        Path | None, typer.Option("-o", "--output_file", help="Write the JSON report here")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("-l", "--in_place", help="Work in the project, not a copy")
+    ] = False,
+    kernel: Annotated[
+        str | None, typer.Option("-k", "--kernel", help="Only kernels matching this regex")
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option("--replay", help="Use a profile recorded on a GPU machine instead of the GPU"),
+    ] = None,
+) -> None:
+    progress = None
+    try:
+        spec = _spec_from_options(
+            list(ctx.args),
+            build_command=build_command,
+            instrument_command=instrument_command,
+            project_directory=project_directory,
+            formula=formula,
+            top_n=top_n,
+            num_attempts=num_attempts,
+            tolerance=tolerance,
+            model=model,
+            provider=provider,
+            api_base=api_base,
+            kernel=kernel,
+            in_place=in_place,
+        )
+        from formulas.registry import get
+        from intelliperf.console import ConsoleProgress, render_report
+        from intelliperf.engine.diagnose import run_diagnosis
+        from intelliperf.gpu.select import backend_for
+
+        if spec.formula not in ("auto", "diagnoseOnly"):
+            get(spec.formula)
+        progress = ConsoleProgress(stderr)
+        report = run_diagnosis(
+            spec, backend=backend_for(replay), project=project_directory, progress=progress
+        )
+        if spec.formula != "diagnoseOnly" and report.selected is not None:
+            report = report.model_copy(
+                update={
+                    "warnings": [
+                        *report.warnings,
+                        "the optimization loop is not part of this build yet: diagnosis only",
+                    ]
+                }
+            )
+        render_report(report, stdout)
+        if output_file is not None:
+            output_file.write_text(report.model_dump_json(indent=2))
+            stderr.print(f"report written to {output_file}", highlight=False)
+    except IntelliPerfError as error:
+        raise _fail(error) from None
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+@app.command(help="Print the JSON Schema of the job spec or of the report.")
+def schema(
+    which: Annotated[str, typer.Argument(help="'job' or 'report'")] = "job",
+) -> None:
+    models = {"job": JobSpec, "report": Report}
+    if which not in models:
+        raise _fail(SpecError(f"unknown schema {which!r}: choose 'job' or 'report'"))
+    stdout.print_json(json.dumps(models[which].model_json_schema()))
+
+
+@app.command(help="List the formulas and the metrics each one collects.")
+def formulas() -> None:
+    from formulas.registry import all_formulas
+
+    for name, cls in all_formulas().items():
+        stdout.print(f"[bold]{name}[/bold] — {cls.title}\n  metrics: {', '.join(cls.metrics)}")
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit")] = False,
+) -> None:
+    if version:
+        stdout.print(__version__)
+        raise typer.Exit()
+
+
+def main() -> None:
+    app()

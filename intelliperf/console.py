@@ -1,0 +1,117 @@
+"""What the terminal shows: a live stage display while passes run, then the table of top kernels."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from intelliperf.contract import Diagnosis, Report
+
+__all__ = ["ConsoleProgress", "kernel_table", "render_report"]
+
+
+class ConsoleProgress:
+    """Prints each stage as it starts (with a spinner on a terminal) and its result when it ends."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status = None
+        self._started: dict[str, float] = {}
+
+    def start(self, stage: str, detail: str = "") -> None:
+        self._started[stage] = time.perf_counter()
+        text = f"[bold]{stage}[/bold] {detail}"
+        if self.console.is_terminal:
+            self._status = self.console.status(text)
+            self._status.start()
+        else:
+            self.console.print(f"… {stage}: {detail}", highlight=False)
+
+    def done(self, stage: str, detail: str = "") -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        elapsed = time.perf_counter() - self._started.pop(stage, time.perf_counter())
+        self.console.print(
+            f"[green]✓[/green] {stage}: {detail} [dim]({elapsed:.1f} s)[/dim]", highlight=False
+        )
+
+    def note(self, message: str) -> None:
+        self.console.print(f"  {message}", highlight=False)
+
+    def close(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _main_bottleneck(diagnoses: list[Diagnosis]) -> Diagnosis | None:
+    present = [d for d in diagnoses if d.present]
+    return max(present, key=lambda d: d.estimated_saving_ns) if present else None
+
+
+def kernel_table(report: Report) -> Table:
+    table = Table(title="Top kernels", header_style="bold")
+    for column, justify in [
+        ("#", "right"),
+        ("kernel", "left"),
+        ("launches", "right"),
+        ("total", "right"),
+        ("share", "right"),
+        ("bottleneck", "left"),
+        ("severity", "left"),
+        ("est. saving", "right"),
+        ("hot line", "left"),
+    ]:
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for kernel in report.kernels:
+        mine = [d for d in report.diagnoses if d.kernel == kernel.name]
+        main = _main_bottleneck(mine)
+        hot = ""
+        if main and main.locations:
+            loc = main.locations[0]
+            hot = f"{loc.file.rsplit('/', 1)[-1]}:{loc.line}"
+        severity_style = {"high": "red", "medium": "yellow", "low": "cyan"}.get(
+            main.severity if main else "", ""
+        )
+        table.add_row(
+            str(kernel.rank),
+            _short(kernel.demangled),
+            str(kernel.launches),
+            f"{kernel.total_ns / 1e6:.2f} ms",
+            f"{kernel.share:.0%}",
+            main.formula if main else ("—" if mine else "not profiled"),
+            f"[{severity_style}]{main.severity}[/]" if main else "",
+            f"{main.estimated_saving_fraction:.0%}" if main else "",
+            hot,
+        )
+    return table
+
+
+def render_report(report: Report, console: Console) -> None:
+    if report.device:
+        console.print(f"Device: {report.device.name} ({report.device.arch})", highlight=False)
+    console.print(kernel_table(report))
+    for diagnosis in report.bottlenecks:
+        console.print(
+            f"[bold]{diagnosis.formula}[/bold] in {_short(diagnosis.kernel, 60)}: {diagnosis.summary}",
+            highlight=False,
+        )
+        for loc in diagnosis.locations[:1]:
+            for line in loc.code:
+                marker = ">" if line.hot else " "
+                console.print(f"  {marker} {line.line:5d} | {line.text}", highlight=False, markup=False)
+    if report.selected:
+        console.print(
+            f"Selected: {report.selected.formula} on {report.selected.kernel} — {report.selected.why}"
+        )
+    elif not report.bottlenecks and report.diagnoses:
+        console.print("[green]No bottleneck found by the formulas run.[/green]")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)

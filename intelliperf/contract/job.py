@@ -1,0 +1,181 @@
+"""The job spec: what to build, run, diagnose and optimize. Posted by the Action, read by the engine."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "JOB_SPEC_VERSION",
+    "Application",
+    "ContainerSettings",
+    "GpuRequirements",
+    "JobSpec",
+    "LlmSettings",
+    "PullRequestSettings",
+    "RepositoryRef",
+    "Timeouts",
+    "Tolerances",
+]
+
+JOB_SPEC_VERSION = "intelliperf.dev/v1"
+
+FormulaName = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
+        description="A registered formula (bankConflict, atomicContention, memoryAccess), "
+        "'auto' (pick the largest estimated saving) or 'diagnoseOnly' (report all, optimize nothing).",
+    ),
+]
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from exc
+    return pattern
+
+
+KernelRegex = Annotated[
+    str,
+    AfterValidator(_check_regex),
+    Field(description="Regex searched in kernel names, mangled and demangled"),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class RepositoryRef(_Strict):
+    url: str = Field(description="Clone URL, e.g. https://github.com/owner/repo.git")
+    ref: str = Field(default="main", description="Branch, tag or commit to check out")
+    commit: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{7,40}$", description="Exact commit, if known"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str) -> str:
+        if re.match(r"^[a-z+]+://[^/@]+@", url):
+            raise ValueError("the repository URL must not embed credentials; pass a token separately")
+        return url
+
+
+class Application(_Strict):
+    """One program to run; its fields override the job-level ones for this application."""
+
+    command: list[str] = Field(min_length=1, description="argv of the program, relative to the project")
+    name: str | None = None
+    build_command: str | None = None
+    instrument_command: str | None = None
+    formula: FormulaName | None = None
+    kernel: KernelRegex | None = None
+    top_n: int | None = Field(default=None, ge=1, le=100)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_string_command(cls, value: object) -> object:
+        if isinstance(value, str):
+            return shlex.split(value)
+        return value
+
+    @property
+    def display_name(self) -> str:
+        return self.name or shlex.join(self.command)
+
+
+class Tolerances(_Strict):
+    atol: float = Field(default=1e-6, ge=0, description="Absolute tolerance before noise calibration")
+    rtol: float = Field(default=1e-5, ge=0, description="Relative tolerance before noise calibration")
+    calibration_runs: int = Field(default=3, ge=1, le=20, description="Reference runs to measure its noise")
+    dtype: Literal[
+        "auto", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint8"
+    ] = "auto"
+
+
+class LlmSettings(_Strict):
+    model: str = Field(default="gpt-4o", description="Model name; with provider gives 'provider/model'")
+    provider: str = Field(default="openai", description="LiteLLM provider prefix")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint (vLLM, a gateway)")
+    key_env: str = Field(default="LLM_GATEWAY_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    timeout_s: float = Field(default=300, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    temperature: float = Field(default=0.2, ge=0, le=2)
+
+    @property
+    def litellm_model(self) -> str:
+        return self.model if "/" in self.model else f"{self.provider}/{self.model}"
+
+
+class PullRequestSettings(_Strict):
+    create_pr: bool = False
+    base_branch: str | None = None
+    labels: list[str] = Field(default_factory=lambda: ["intelliperf", "performance"])
+    draft: bool = False
+
+
+class ContainerSettings(_Strict):
+    image: str | None = Field(default=None, description="Image to run the job in; default: the worker image")
+    memory_limit: str = Field(default="16g", pattern=r"^[0-9]+[kmg]?$")
+    cpus: float = Field(default=4.0, gt=0)
+
+
+class GpuRequirements(_Strict):
+    vendor: Literal["nvidia", "amd"] = "nvidia"
+    arch: str | None = Field(default=None, pattern=r"^(sm_?[0-9]+a?|gfx[0-9a-f]+)$", description="e.g. sm_90")
+    min_memory_gib: float | None = Field(default=None, gt=0)
+
+    @property
+    def queue(self) -> str:
+        arch = (self.arch or "any").replace("_", "")
+        return f"gpu.{self.vendor}.{arch}"
+
+
+class Timeouts(_Strict):
+    build_s: float = Field(default=900, gt=0)
+    run_s: float = Field(default=600, gt=0)
+    job_s: float = Field(default=4 * 3600, gt=0)
+
+
+class JobSpec(_Strict):
+    api_version: Literal["intelliperf.dev/v1"] = JOB_SPEC_VERSION
+    repository: RepositoryRef | None = None
+    project_directory: str = Field(default=".", description="Project root, relative to the repository")
+    build_command: str | None = None
+    instrument_command: str | None = Field(
+        default=None, description="Build command that adds line info; defaults to build_command"
+    )
+    applications: list[Application] = Field(min_length=1)
+    formula: FormulaName = "auto"
+    kernel: KernelRegex | None = None
+    top_n: int = Field(default=10, ge=1, le=100)
+    num_attempts: int = Field(default=10, ge=1, le=50)
+    tolerances: Tolerances = Field(default_factory=Tolerances)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    pull_request: PullRequestSettings = Field(default_factory=PullRequestSettings)
+    container: ContainerSettings = Field(default_factory=ContainerSettings)
+    gpu: GpuRequirements = Field(default_factory=GpuRequirements)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    in_place: bool = False
+
+    @field_validator("project_directory")
+    @classmethod
+    def _stays_inside(cls, path: str) -> str:
+        if ".." in path.split("/"):
+            raise ValueError("project_directory must not leave the project ('..')")
+        return path
+
+    def for_application(self, app: Application) -> JobSpec:
+        """This spec with the application's overrides applied, as the engine runs it."""
+        overrides = {
+            key: getattr(app, key)
+            for key in ("build_command", "instrument_command", "formula", "kernel", "top_n")
+            if getattr(app, key) is not None
+        }
+        return self.model_copy(update={**overrides, "applications": [app]})

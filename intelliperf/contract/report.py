@@ -1,0 +1,198 @@
+"""The report: what was found, what was tried, what was proven. Written by the engine, read by everyone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "REPORT_VERSION",
+    "Attempt",
+    "BestResult",
+    "BufferComparison",
+    "DeviceInfo",
+    "Diagnosis",
+    "LaunchComparison",
+    "PassTimings",
+    "RankedKernel",
+    "Report",
+    "Selection",
+    "Severity",
+    "SourceLine",
+    "SourceLocation",
+    "Speedup",
+    "ValidationResult",
+]
+
+REPORT_VERSION = "intelliperf.dev/v1"
+
+Severity = Literal["none", "low", "medium", "high"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceInfo(_Frozen):
+    vendor: Literal["nvidia", "amd"] = "nvidia"
+    name: str
+    arch: str = Field(description="e.g. sm_90")
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+    l2_bytes: int | None = None
+    warp_size: int = 32
+    shared_memory_banks: int = 32
+    driver: str | None = None
+
+
+class RankedKernel(_Frozen):
+    rank: int = Field(ge=1)
+    name: str = Field(description="Mangled name as launched")
+    demangled: str
+    launches: int = Field(ge=1)
+    total_ns: int = Field(ge=0)
+    mean_ns: float = Field(ge=0)
+    median_ns: float = Field(ge=0)
+    share: float = Field(ge=0, le=1, description="Share of all traced kernel time")
+
+
+class SourceLine(_Frozen):
+    line: int
+    text: str
+    hot: bool = False
+
+
+class SourceLocation(_Frozen):
+    file: str
+    line: int = Field(ge=1)
+    share: float = Field(ge=0, le=1, description="Share of the formula's excess that this line carries")
+    metrics: dict[str, float] = Field(default_factory=dict, description="The numbers that point here")
+    code: list[SourceLine] = Field(default_factory=list, description="The line with context around it")
+
+
+class Diagnosis(_Frozen):
+    kernel: str
+    formula: str
+    present: bool
+    severity: Severity
+    estimated_saving_ns: float = Field(ge=0, description="Per launch, if the bottleneck were removed")
+    estimated_saving_fraction: float = Field(ge=0, le=1, description="Of the kernel's time")
+    summary: str
+    reasoning: str = Field(description="How the decision was reached, with the threshold used")
+    metrics: dict[str, float] = Field(default_factory=dict)
+    locations: list[SourceLocation] = Field(default_factory=list)
+
+
+class Selection(_Frozen):
+    kernel: str
+    formula: str
+    estimated_saving_ns: float
+    why: str
+
+
+class PassTimings(_Frozen):
+    build_s: float | None = None
+    timing_s: float | None = None
+    counters_s: float | None = None
+    optimize_s: float | None = None
+
+
+class Speedup(_Frozen):
+    median: float
+    low: float = Field(description="Lower end of the 95% interval")
+    high: float = Field(description="Upper end of the 95% interval")
+    significant: bool
+    verdict: Literal["faster", "slower", "no significant change"]
+    reference_ns: float
+    candidate_ns: float
+    runs: int
+    flagged_for_review: bool = Field(default=False, description="Over 10x: a human should look")
+
+
+class BufferComparison(_Frozen):
+    param: int
+    role: Literal["output", "input", "untouched"]
+    dtype: str
+    bytes: int
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    first_mismatch: int | None = None
+    nan_inf_mismatches: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    reason: str | None = None
+
+
+class LaunchComparison(_Frozen):
+    launch: int
+    passed: bool
+    buffers: list[BufferComparison] = Field(default_factory=list)
+
+
+class ValidationResult(_Frozen):
+    kernel: str
+    passed: bool
+    reason: str | None = Field(default=None, description="Why it failed, precisely")
+    failure: (
+        Literal[
+            "mismatch",
+            "launch_count",
+            "input_modified",
+            "untouched_modified",
+            "crash",
+            "timeout",
+            "no_launch",
+        ]
+        | None
+    ) = None
+    launches_compared: int = 0
+    launches: list[LaunchComparison] = Field(default_factory=list)
+    speedup: Speedup | None = None
+
+
+class Attempt(_Frozen):
+    index: int = Field(ge=1)
+    status: Literal[
+        "success", "unparseable", "build_failed", "invalid", "not_faster", "no_metric_gain", "error"
+    ]
+    reason: str | None = None
+    diff: str | None = None
+    validation: ValidationResult | None = None
+    metric_before: float | None = None
+    metric_after: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class BestResult(_Frozen):
+    attempt: int
+    speedup: Speedup
+    metric_name: str
+    metric_before: float
+    metric_after: float
+
+
+class Report(_Frozen):
+    api_version: Literal["intelliperf.dev/v1"] = REPORT_VERSION
+    intelliperf_version: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    device: DeviceInfo | None = None
+    application: list[str]
+    project_directory: str
+    formula_requested: str
+    kernels: list[RankedKernel] = Field(default_factory=list)
+    diagnoses: list[Diagnosis] = Field(default_factory=list)
+    selected: Selection | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    best: BestResult | None = None
+    diff: str | None = None
+    passes: PassTimings = Field(default_factory=PassTimings)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def bottlenecks(self) -> list[Diagnosis]:
+        return [d for d in self.diagnoses if d.present]

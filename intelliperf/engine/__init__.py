@@ -1,0 +1,1 @@
+"""The engine: the closed loop from build to report."""

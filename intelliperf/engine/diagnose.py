@@ -1,0 +1,115 @@
+"""Diagnosis: build, time every kernel, count what the formulas need on the top ones, decide, localize."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from formulas.base import KernelProfile
+from formulas.selection import formulas_for, metrics_for, select
+from intelliperf import __version__
+from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
+from intelliperf.engine.build import run_build
+from intelliperf.engine.progress import NullProgress, Progress
+from intelliperf.engine.workspace import workspace
+from intelliperf.errors import KernelNotFoundError, NoLineInfoError, SpecError
+from intelliperf.gpu.backend import GpuBackend, rank_kernels
+from intelliperf.settings import get_settings
+
+__all__ = ["filter_kernels", "run_diagnosis"]
+
+
+def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[RankedKernel]:
+    if pattern is None:
+        return kernels
+    regex = re.compile(pattern)
+    matched = [k for k in kernels if regex.search(k.name) or regex.search(k.demangled)]
+    if not matched:
+        seen = ", ".join(k.demangled for k in kernels[:10]) or "none"
+        raise KernelNotFoundError(
+            f"-k/--kernel {pattern!r} matched none of the {len(kernels)} kernels the application launched",
+            hint=f"kernels seen (hottest first): {seen}",
+        )
+    return matched
+
+
+def _diagnose_kernels(
+    spec: JobSpec, top: list[RankedKernel], profiles: dict[str, KernelProfile], warnings: list[str]
+) -> list[Diagnosis]:
+    formulas = formulas_for(spec.formula)
+    with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
+    if profiles and not with_lines:
+        raise NoLineInfoError(
+            "the profiled kernels carry no source-line information, so bottlenecks cannot be localized",
+            hint="build with -lineinfo (nvcc) or pass an -i/--instrument_command that does",
+        )
+    diagnoses = []
+    for kernel in top:
+        profile = profiles.get(kernel.name)
+        if profile is None:
+            warnings.append(f"{kernel.demangled}: no counters were collected (not profiled by ncu)")
+            continue
+        if kernel.name not in with_lines:
+            warnings.append(f"{kernel.demangled}: built without line info; diagnosed without source lines")
+        diagnoses.extend(formula.diagnose(profile) for formula in formulas)
+    return diagnoses
+
+
+def run_diagnosis(
+    spec: JobSpec, *, backend: GpuBackend, project: Path, progress: Progress | None = None
+) -> Report:
+    """The diagnosis part of a job, for its first application. Raises an IntelliPerfError on bad input."""
+    progress = progress or NullProgress()
+    settings = get_settings()
+    if len(spec.applications) != 1:
+        raise SpecError("run_diagnosis takes one application; call it once per application")
+    app = spec.applications[0]
+    formulas = formulas_for(spec.formula)
+    progress.start("device", "looking for the GPU")
+    device = backend.device()
+    progress.done("device", f"{device.name} ({device.arch})")
+    warnings: list[str] = []
+    timings = PassTimings()
+    with workspace(
+        project, in_place=spec.in_place, root=settings.work_dir, keep=settings.keep_workspace
+    ) as ws:
+        build_command = spec.instrument_command or spec.build_command
+        build_s = None
+        if build_command:
+            progress.start("build", build_command)
+            build_s = run_build(build_command, cwd=ws, timeout_s=spec.timeouts.build_s)
+            progress.done("build", f"{build_s:.1f} s")
+        progress.start("timing", "tracing every kernel launch (CUPTI)")
+        started = time.perf_counter()
+        timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
+        timing_s = time.perf_counter() - started
+        ranked = rank_kernels(timing.kernels)
+        top = filter_kernels(ranked, spec.kernel)[: spec.top_n]
+        progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
+        metrics = metrics_for(formulas)
+        progress.start("counters", f"Nsight Compute on {len(top)} kernel(s), {len(metrics)} metrics + source")
+        started = time.perf_counter()
+        profiles = backend.collect(
+            app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
+        )
+        counters_s = time.perf_counter() - started
+        progress.done("counters", f"{counters_s:.1f} s")
+        progress.start("diagnose", ", ".join(f.name for f in formulas))
+        diagnoses = _diagnose_kernels(spec, top, profiles, warnings)
+        selection = select(spec.formula, top, diagnoses)
+        found = sum(d.present for d in diagnoses)
+        progress.done("diagnose", f"{found} bottleneck(s) found")
+        timings = PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s)
+    return Report(
+        intelliperf_version=__version__,
+        device=device,
+        application=list(app.command),
+        project_directory=str(project),
+        formula_requested=spec.formula,
+        kernels=top,
+        diagnoses=diagnoses,
+        selected=selection,
+        passes=timings,
+        warnings=warnings,
+    )

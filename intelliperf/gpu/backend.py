@@ -1,0 +1,72 @@
+"""The seam between the engine and the hardware.
+
+`NvidiaBackend` runs the timing pass (Accordo's CUPTI tracer) and the counter pass (Nsight Compute).
+`ReplayBackend` serves the same answers from a folder recorded on a GPU machine, so the engine, the
+formulas and the service can run end to end on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from formulas.base import KernelProfile
+from intelliperf.contract import DeviceInfo, RankedKernel
+
+__all__ = ["GpuBackend", "KernelTime", "TimingPass", "rank_kernels"]
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    name: str
+    demangled: str
+    launches: int
+    total_ns: int
+    mean_ns: float
+    median_ns: float
+
+
+@dataclass(frozen=True)
+class TimingPass:
+    kernels: Sequence[KernelTime]
+    wall_s: float
+
+
+def rank_kernels(kernels: Sequence[KernelTime]) -> list[RankedKernel]:
+    total = sum(k.total_ns for k in kernels) or 1
+    ordered = sorted(kernels, key=lambda k: k.total_ns, reverse=True)
+    return [
+        RankedKernel(
+            rank=i,
+            name=k.name,
+            demangled=k.demangled,
+            launches=k.launches,
+            total_ns=k.total_ns,
+            mean_ns=k.mean_ns,
+            median_ns=k.median_ns,
+            share=round(k.total_ns / total, 6),
+        )
+        for i, k in enumerate(ordered, start=1)
+    ]
+
+
+class GpuBackend(ABC):
+    @abstractmethod
+    def device(self) -> DeviceInfo: ...
+
+    @abstractmethod
+    def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass: ...
+
+    @abstractmethod
+    def collect(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        kernels: Sequence[RankedKernel],
+        metrics: Sequence[str],
+        timeout_s: float,
+    ) -> dict[str, KernelProfile]:
+        """Counters and per-source-line counters for each given kernel, keyed by its mangled name."""

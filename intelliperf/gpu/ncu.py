@@ -1,0 +1,128 @@
+"""The counter pass: run Nsight Compute on the top kernels, export its pages as CSV, parse them.
+
+One ncu run per application profiles the first launch of every top kernel with the formulas'
+metrics plus the SourceCounters section (per-instruction counters and warp-stall samples,
+attributed to source lines through -lineinfo). `--clock-control none` always: the card's clocks
+are never touched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from intelliperf.errors import AppError, ProfileError, tail
+from intelliperf.process import describe_exit, run_process
+
+__all__ = ["NcuRun", "export_page", "kernel_id_filter", "parse_raw_csv", "profile_command", "run_ncu"]
+
+SOURCE_SECTION = "SourceCounters"
+
+
+@dataclass(frozen=True)
+class NcuRun:
+    report: Path
+    seconds: float
+    log: str
+
+
+def kernel_id_filter(kernel_names: Sequence[str], invocation: int = 1) -> list[str]:
+    """Profile the given invocation of each kernel, matched exactly by its mangled name.
+
+    Seen on ncu 2025.3: `--kernel-id ::regex:^(a|b)$:1` profiles the first launch of each of a and b.
+    """
+    alternatives = "|".join(re.escape(name) for name in dict.fromkeys(kernel_names))
+    return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({alternatives})$:{invocation}"]
+
+
+def profile_command(
+    ncu: str, argv: Sequence[str], *, kernel_names: Sequence[str], metrics: Sequence[str], report: Path
+) -> list[str]:
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        *kernel_id_filter(kernel_names),
+        "--metrics",
+        ",".join(metrics),
+        "--section",
+        SOURCE_SECTION,
+        "--import-source",
+        "yes",
+        "--export",
+        str(report),
+        "--force-overwrite",
+        *argv,
+    ]
+
+
+def run_ncu(
+    ncu: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    kernel_names: Sequence[str],
+    metrics: Sequence[str],
+    workdir: Path,
+    timeout_s: float,
+) -> NcuRun:
+    report = workdir / "profile.ncu-rep"
+    command = profile_command(ncu, argv, kernel_names=kernel_names, metrics=metrics, report=report)
+    result = run_process(command, cwd=cwd, timeout_s=timeout_s)
+    if result.timed_out or result.returncode != 0:
+        what = describe_exit(result.returncode, result.timed_out, timeout_s)
+        if "==ERROR==" in result.output or not report.exists():
+            raise ProfileError(
+                f"Nsight Compute {what} while profiling `{' '.join(argv)}`", log_tail=tail(result.output, 30)
+            )
+        raise AppError(f"the application {what} under Nsight Compute", log_tail=tail(result.output, 30))
+    if not report.exists():
+        raise ProfileError(
+            "Nsight Compute profiled no kernel: the kernel filter matched no launch",
+            log_tail=tail(result.output, 30),
+        )
+    return NcuRun(report=report, seconds=result.seconds, log=result.output)
+
+
+def export_page(ncu: str, report: Path, page: str, *extra: str, timeout_s: float = 300) -> str:
+    result = run_process(
+        [ncu, "--import", str(report), "--page", page, "--csv", *extra],
+        cwd=report.parent,
+        timeout_s=timeout_s,
+    )
+    if not result.ok:
+        raise ProfileError(
+            f"exporting the {page} page of {report.name} failed: {describe_exit(result.returncode)}",
+            log_tail=tail(result.output),
+        )
+    return result.stdout
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    return list(csv.reader(io.StringIO("\n".join(lines))))
+
+
+def parse_number(text: str) -> float | None:
+    cleaned = text.replace(",", "").strip()
+    if cleaned in ("", "n/a", "N/A"):
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> list[dict[str, str]]:
+    """The raw page: a header row of metric names, a row of units, then one row per profiled launch."""
+    rows = _csv_rows(text)
+    if len(rows) < 2:
+        raise ProfileError("the ncu raw page has no data rows", log_tail=tail(text))
+    header, body = rows[0], rows[1:]
+    if body and body[0] and "ID" in header and body[0][header.index("ID")] == "":
+        body = body[1:]  # the units row
+    return [dict(zip(header, row, strict=False)) for row in body]

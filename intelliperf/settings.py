@@ -1,0 +1,29 @@
+"""Settings from the environment (INTELLIPERF_*). One object, read once per process."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTELLIPERF_", extra="ignore", env_ignore_empty=True)
+
+    cuda_home: Path = Field(default=Path("/usr/local/cuda"), description="CUDA toolkit root")
+    ncu: str = Field(default="ncu", description="Nsight Compute CLI: a name on PATH or a path")
+    work_dir: Path | None = Field(
+        default=None, description="Where scratch workspaces go (default: system temp)"
+    )
+    keep_workspace: bool = Field(default=False, description="Keep scratch workspaces for debugging")
+    ncu_timeout_s: float = Field(default=900, gt=0)
+    export_timeout_s: float = Field(default=300, gt=0)
+
+
+@cache
+def get_settings() -> Settings:
+    return Settings()

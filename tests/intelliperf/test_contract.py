@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from intelliperf.contract import JOB_SPEC_VERSION, Application, JobSpec, Report
+
+
+def spec(**overrides: object) -> JobSpec:
+    data: dict[str, object] = {"applications": [{"command": "./bin/app --size 3"}]}
+    data.update(overrides)
+    return JobSpec.model_validate(data)
+
+
+def test_defaults_and_version() -> None:
+    job = spec()
+    assert job.api_version == JOB_SPEC_VERSION
+    assert job.formula == "auto" and job.top_n == 10 and job.num_attempts == 10
+    assert job.applications[0].command == ["./bin/app", "--size", "3"]
+    assert job.llm.litellm_model == "openai/gpt-4o"
+    assert job.gpu.queue == "gpu.nvidia.any"
+
+
+def test_round_trip_through_json() -> None:
+    job = spec(formula="bankConflict", kernel="transpose.*", gpu={"arch": "sm_90"})
+    again = JobSpec.model_validate_json(job.model_dump_json())
+    assert again == job
+    assert again.gpu.queue == "gpu.nvidia.sm90"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"applications": []}, "applications"),
+        ({"top_n": 0}, "top_n"),
+        ({"kernel": "(unclosed"}, "kernel"),
+        ({"formula": "bank conflict!"}, "formula"),
+        ({"project_directory": "../outside"}, "project_directory"),
+        ({"unknown_field": 1}, "unknown_field"),
+        ({"repository": {"url": "https://user:secret@github.com/o/r.git"}}, "repository"),
+        ({"api_version": "intelliperf.dev/v0"}, "api_version"),
+    ],
+)
+def test_bad_specs_name_the_field(overrides: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(**overrides)
+    locations = [".".join(str(p) for p in err["loc"]) for err in info.value.errors()]
+    assert any(loc.startswith(field) for loc in locations), locations
+
+
+def test_application_overrides_apply() -> None:
+    job = spec(
+        formula="auto",
+        top_n=5,
+        applications=[{"command": ["./a"], "formula": "memoryAccess", "top_n": 2}, {"command": ["./b"]}],
+    )
+    first = job.for_application(job.applications[0])
+    second = job.for_application(job.applications[1])
+    assert (first.formula, first.top_n, first.applications) == ("memoryAccess", 2, [job.applications[0]])
+    assert (second.formula, second.top_n) == ("auto", 5)
+
+
+def test_models_are_frozen() -> None:
+    with pytest.raises(ValidationError):
+        Application(command=["x"]).name = "y"  # type: ignore[misc]
+
+
+def test_report_schema_is_versioned_json_schema() -> None:
+    schema = Report.model_json_schema()
+    assert schema["properties"]["api_version"]["const"] == "intelliperf.dev/v1"
+    assert {"kernels", "diagnoses", "attempts", "best", "diff", "selected"} <= set(schema["properties"])
+    json.dumps(schema)
