@@ -52,7 +52,8 @@ def select(
         )
         why = (
             f"hottest kernel with a bottleneck (rank {kernel.rank}, {kernel.share:.0%} of GPU time); "
-            f"{best.formula} has the largest estimated saving, ~{best.estimated_saving_ns / 1e3:.1f} us per launch"
+            f"{best.formula} has the largest estimated saving, "
+            f"~{best.estimated_saving_ns / 1e3:.1f} us per launch"
         )
         if others:
             why += f" (also present: {others})"
