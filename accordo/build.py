@@ -110,7 +110,7 @@ def _build_command(cxx: str, build_dir: Path, out: Path, home: Path) -> list[str
     cmd += ["-o", str(out), "-shared", f"-L{home / 'lib64'}", f"-Wl,-rpath,{home / 'lib64'}"]
     if cupti_lib.is_dir():
         cmd += [f"-L{cupti_lib}", f"-Wl,-rpath,{cupti_lib}"]
-    cmd += ["-Wl,--no-undefined", "-Wl,--as-needed", "-lcupti", "-ldl", "-pthread"]
+    cmd += ["-Wl,--no-undefined", "-Wl,--as-needed", "-Wl,--exclude-libs,ALL", "-lcupti", "-ldl", "-pthread"]
     return cmd
 
 

@@ -9,15 +9,39 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from intelliperf.contract import Diagnosis, Severity, SourceLine, SourceLocation
 
-__all__ = ["CONTEXT_LINES", "Formula", "KernelProfile", "SourceRow", "severity_for"]
+__all__ = [
+    "CONTEXT_LINES",
+    "Formula",
+    "Instruction",
+    "KernelProfile",
+    "SourceRow",
+    "is_toolkit_file",
+    "severity_for",
+]
 
 CONTEXT_LINES = 4
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One SASS instruction with its per-instruction counters (source-page column names)."""
+
+    address: str
+    sass: str
+    metrics: Mapping[str, float]
+
+    @property
+    def opcode(self) -> str:
+        text = self.sass.split(None, 1)
+        if text and text[0].startswith("@"):  # predicate guard, e.g. "@P0 REDG.E.ADD ..."
+            text = text[1].split(None, 1) if len(text) > 1 else []
+        return text[0] if text else ""
 
 
 @dataclass(frozen=True)
@@ -28,6 +52,7 @@ class SourceRow:
     line: int
     code: str
     metrics: Mapping[str, float]
+    instructions: Sequence[Instruction] = ()
 
     def get(self, column: str) -> float:
         return self.metrics.get(column, 0.0)
@@ -41,10 +66,12 @@ class KernelProfile:
     demangled: str
     duration_ns: float
     metrics: Mapping[str, float]
+    instructions: Sequence[Instruction] = ()
     source: Sequence[SourceRow] = ()
     source_text: Mapping[str, Sequence[str]] = field(default_factory=dict)
     launches: int = 1
     total_ns: float = 0.0
+    arch: str = "sm_90"
 
     def metric(self, name: str) -> float:
         """A metric's value, 0.0 if absent or not a number (missing counters never raise)."""
@@ -53,8 +80,9 @@ class KernelProfile:
             return 0.0
         return float(value)
 
-    def source_total(self, column: str) -> float:
-        return sum(row.get(column) for row in self.source)
+    def instruction_total(self, column: str, where: Callable[[Instruction], bool] | None = None) -> float:
+        """Sum of a per-instruction counter over the kernel, each instruction counted once."""
+        return sum(i.metrics.get(column, 0.0) for i in self.instructions if where is None or where(i))
 
     def code_around(self, file: str, line: int, context: int = CONTEXT_LINES) -> list[SourceLine]:
         lines = self.source_text.get(file)
@@ -64,6 +92,13 @@ class KernelProfile:
         first = max(1, line - context)
         last = min(len(lines), line + context)
         return [SourceLine(line=n, text=lines[n - 1], hot=n == line) for n in range(first, last + 1)]
+
+
+TOOLKIT_MARKERS = ("/cuda/include/", "/cuda/targets/", "/cuda-", "/nvidia/cuda", "/site-packages/triton/")
+
+
+def is_toolkit_file(path: str) -> bool:
+    return any(marker in path for marker in TOOLKIT_MARKERS) or path.startswith("/usr/include/")
 
 
 def severity_for(saving_fraction: float, present: bool) -> Severity:
@@ -84,44 +119,54 @@ class Formula(ABC):
     title: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]
     source_columns: ClassVar[tuple[str, ...]] = ()
-    primary_metric: ClassVar[str]
-    """The number an optimization must reduce for this formula to call it a success."""
+    metric_label: ClassVar[str]
+    """What `bottleneck_metric` measures, in words (shown with the values before and after)."""
 
     @abstractmethod
     def diagnose(self, kernel: KernelProfile) -> Diagnosis: ...
+
+    @abstractmethod
+    def bottleneck_metric(self, kernel: KernelProfile) -> float:
+        """The number an optimization must reduce for this formula to call it a success."""
 
     @abstractmethod
     def prompt_context(self, diagnosis: Diagnosis) -> str:
         """What the LLM should know about this bottleneck, in plain words, for this diagnosis."""
 
     def hot_lines(
-        self, kernel: KernelProfile, column: str, *, limit: int = 3, min_share: float = 0.05
+        self,
+        kernel: KernelProfile,
+        weight: Callable[[SourceRow], float],
+        *,
+        label: str,
+        numbers: Callable[[SourceRow], dict[str, float]] | None = None,
+        limit: int = 3,
+        min_share: float = 0.05,
     ) -> list[SourceLocation]:
-        """The source lines carrying the most of `column`, with their share and code around them."""
-        total = kernel.source_total(column)
+        """The source lines that carry the most `weight`, with their share and the code around them.
+
+        Lines in the CUDA toolkit's own headers (an inlined atomicAdd, say) are passed over when the
+        same instructions are also attributed to a line of the user's code.
+        """
+        weighted = [(row, weight(row)) for row in kernel.source]
+        weighted = [(row, w) for row, w in weighted if w > 0]
+        user = [(row, w) for row, w in weighted if not is_toolkit_file(row.file)]
+        weighted = user or weighted
+        total = sum(w for _, w in weighted)
         if total <= 0:
             return []
-        merged: dict[tuple[str, int], float] = {}
-        for row in kernel.source:
-            value = row.get(column)
-            if value > 0:
-                merged[(row.file, row.line)] = merged.get((row.file, row.line), 0.0) + value
-        ranked = sorted(merged.items(), key=lambda item: item[1], reverse=True)
-        locations = []
-        for (file, line), value in ranked[:limit]:
+        locations: list[SourceLocation] = []
+        for row, value in sorted(weighted, key=lambda item: item[1], reverse=True)[:limit]:
             share = value / total
             if share < min_share and locations:
                 break
-            numbers = {column: value}
-            for other in self.source_columns:
-                numbers[other] = sum(r.get(other) for r in kernel.source if r.file == file and r.line == line)
             locations.append(
                 SourceLocation(
-                    file=file,
-                    line=line,
+                    file=row.file,
+                    line=row.line,
                     share=round(min(1.0, share), 4),
-                    metrics=numbers,
-                    code=kernel.code_around(file, line),
+                    metrics={label: value, **(numbers(row) if numbers else {})},
+                    code=kernel.code_around(row.file, row.line),
                 )
             )
         return locations

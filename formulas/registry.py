@@ -53,8 +53,8 @@ def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
     bad = [m for m in cls.metrics if not _METRIC_NAME.match(m)]
     if bad:
         raise FormulaRegistrationError(f"{name}: not Nsight Compute metric names: {bad}")
-    if cls.primary_metric not in cls.metrics:
-        raise FormulaRegistrationError(f"{name}: primary_metric {cls.primary_metric!r} is not in metrics")
+    if not getattr(cls, "title", "") or not getattr(cls, "metric_label", ""):
+        raise FormulaRegistrationError(f"{name}: title and metric_label must be set")
 
 
 @cache

@@ -12,29 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from accordo.trace import KernelStats
 from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, RankedKernel
 
-__all__ = ["GpuBackend", "KernelTime", "TimingPass", "rank_kernels"]
-
-
-@dataclass(frozen=True)
-class KernelTime:
-    name: str
-    demangled: str
-    launches: int
-    total_ns: int
-    mean_ns: float
-    median_ns: float
+__all__ = ["GpuBackend", "TimingPass", "rank_kernels"]
 
 
 @dataclass(frozen=True)
 class TimingPass:
-    kernels: Sequence[KernelTime]
+    kernels: Sequence[KernelStats]
     wall_s: float
 
 
-def rank_kernels(kernels: Sequence[KernelTime]) -> list[RankedKernel]:
+def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
     total = sum(k.total_ns for k in kernels) or 1
     ordered = sorted(kernels, key=lambda k: k.total_ns, reverse=True)
     return [

@@ -18,9 +18,25 @@ from pathlib import Path
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import describe_exit, run_process
 
-__all__ = ["NcuRun", "export_page", "kernel_id_filter", "parse_raw_csv", "profile_command", "run_ncu"]
+__all__ = [
+    "EXPORTS",
+    "NcuRun",
+    "RawKernel",
+    "export_page",
+    "kernel_id_filter",
+    "parse_raw_csv",
+    "profile_command",
+    "run_ncu",
+]
 
 SOURCE_SECTION = "SourceCounters"
+
+# The three exports the counter pass reads, by the file name a recorded profile keeps them under.
+EXPORTS = {
+    "raw.csv": ("raw", "--print-units", "base"),
+    "source_cuda_sass.csv": ("source", "--print-source", "cuda,sass"),
+    "source_sass.csv": ("source", "--print-source", "sass"),
+}
 
 
 @dataclass(frozen=True)
@@ -109,7 +125,7 @@ def _csv_rows(text: str) -> list[list[str]]:
 
 def parse_number(text: str) -> float | None:
     cleaned = text.replace(",", "").strip()
-    if cleaned in ("", "n/a", "N/A"):
+    if cleaned in ("", "n/a", "N/A", "-"):
         return None
     try:
         return float(cleaned)
@@ -117,12 +133,52 @@ def parse_number(text: str) -> float | None:
         return None
 
 
-def parse_raw_csv(text: str) -> list[dict[str, str]]:
+# ncu scales units unless told --print-units base; normalise whatever arrives to base units.
+_SCALE = {
+    "ns": ("ns", 1.0),
+    "us": ("ns", 1e3),
+    "usecond": ("ns", 1e3),
+    "ms": ("ns", 1e6),
+    "msecond": ("ns", 1e6),
+    "s": ("ns", 1e9),
+    "second": ("ns", 1e9),
+    "nsecond": ("ns", 1.0),
+    "byte": ("byte", 1.0),
+    "Kbyte": ("byte", 1e3),
+    "Mbyte": ("byte", 1e6),
+    "Gbyte": ("byte", 1e9),
+    "Tbyte": ("byte", 1e12),
+}
+
+
+def to_base_unit(value: float, unit: str) -> float:
+    return value * _SCALE.get(unit, ("", 1.0))[1]
+
+
+@dataclass(frozen=True)
+class RawKernel:
+    """One profiled launch from the raw page: its kernel name and every numeric metric."""
+
+    name: str
+    metrics: dict[str, float]
+    text: dict[str, str]
+
+
+def parse_raw_csv(text: str) -> list[RawKernel]:
     """The raw page: a header row of metric names, a row of units, then one row per profiled launch."""
     rows = _csv_rows(text)
-    if len(rows) < 2:
-        raise ProfileError("the ncu raw page has no data rows", log_tail=tail(text))
-    header, body = rows[0], rows[1:]
-    if body and body[0] and "ID" in header and body[0][header.index("ID")] == "":
-        body = body[1:]  # the units row
-    return [dict(zip(header, row, strict=False)) for row in body]
+    if len(rows) < 3 or "Kernel Name" not in rows[0]:
+        raise ProfileError("the ncu raw page has no profiled kernel in it", log_tail=tail(text))
+    header, units, body = rows[0], rows[1], rows[2:]
+    kernels = []
+    for row in body:
+        metrics: dict[str, float] = {}
+        text_values: dict[str, str] = {}
+        for name, unit, value in zip(header, units, row, strict=False):
+            number = parse_number(value)
+            if number is None:
+                text_values[name] = value
+            else:
+                metrics[name] = to_base_unit(number, unit)
+        kernels.append(RawKernel(name=row[header.index("Kernel Name")], metrics=metrics, text=text_values))
+    return kernels

@@ -1,0 +1,156 @@
+"""Diagnosis benchmark (GPU machine): cost of each pass against the plain run, and whether it was right.
+
+For every bundled example and its fixed version: the plain run, the timing pass (Accordo's CUPTI
+tracer) and the plain run again, interleaved, medians of --repeats; then one full diagnosis with
+'auto' whose counter pass is timed by the engine. Right means: the hottest bottlenecked kernel
+is the example's kernel, the selected formula is the expected one, and the first hot line is the
+line marked `// intelliperf: <formula>`. Controls and fixed versions must show no bottleneck.
+
+    python benchmarks/diagnose.py --out benchmarks/results/diagnose.json [--record tests/fixtures/gpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from intelliperf.contract import Application, JobSpec, Report  # noqa: E402
+from intelliperf.engine.diagnose import run_diagnosis  # noqa: E402
+from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+
+
+def marker_line(source: Path, formula: str) -> int | None:
+    for number, text in enumerate(source.read_text().splitlines(), start=1):
+        if f"// intelliperf: {formula}" in text:
+            return number
+    return None
+
+
+def plain_run(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def judge(report: Report, example: dict, variant: str) -> dict:
+    """Kernel, formula and line verdicts for one report."""
+    expected_formula = example["formula"] if variant == "original" else None
+    top = report.kernels[0] if report.kernels else None
+    flagged = [d for d in report.diagnoses if d.present]
+    if expected_formula is None:
+        kernel_ok = top is not None and top.demangled.startswith(example["kernel"] + "(")
+        return {
+            "kernel_ok": kernel_ok,
+            "formula_ok": not flagged,
+            "line_ok": not flagged,
+            "flagged": len(flagged),
+        }
+    selected = report.selected
+    kernel_ok = selected is not None and any(
+        k.name == selected.kernel and k.demangled.startswith(example["kernel"] + "(") for k in report.kernels
+    )
+    formula_ok = selected is not None and selected.formula == expected_formula
+    line_ok = False
+    if selected is not None:
+        chosen = next(d for d in flagged if d.kernel == selected.kernel and d.formula == selected.formula)
+        want = marker_line(EXAMPLES / example["name"] / example["source"], expected_formula)
+        loc = chosen.locations[0] if chosen.locations else None
+        line_ok = loc is not None and loc.file.endswith("/" + example["source"]) and loc.line == want
+    return {"kernel_ok": kernel_ok, "formula_ok": formula_ok, "line_ok": line_ok, "flagged": len(flagged)}
+
+
+def measure(example: dict, variant: str, repeats: int, record: Path | None) -> dict:
+    folder = EXAMPLES / example["name"]
+    app = example["app"] if variant == "original" else example["fixed_app"]
+    argv = ["./" + app]
+    backend = NvidiaBackend(record=record / example["name"] / variant if record else None)
+    plain, timing = [], []
+    for _ in range(repeats):
+        plain.append(plain_run(argv, folder))
+        start = time.perf_counter()
+        backend.time_kernels(argv, cwd=folder, timeout_s=300)
+        timing.append(time.perf_counter() - start)
+    spec = JobSpec(applications=[Application(command=argv)], formula="auto", in_place=True, top_n=5)
+    report = run_diagnosis(spec, backend=backend, project=folder)
+    if record:
+        out = record / example["name"] / variant
+        (out / "device.json").write_text(report.device.model_dump_json(indent=1) if report.device else "{}")
+        (out / "report.json").write_text(report.model_dump_json(indent=1))
+    verdict = judge(report, example, variant)
+    selected = report.selected
+    return {
+        "example": example["name"],
+        "variant": variant,
+        "expected_formula": example["formula"] if variant == "original" else None,
+        "selected_formula": selected.formula if selected else None,
+        "plain_s": round(statistics.median(plain), 4),
+        "timing_s": round(statistics.median(timing), 4),
+        "counters_s": round(report.passes.counters_s or 0.0, 4),
+        **verdict,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "diagnose.json")
+    parser.add_argument("--record", type=Path, default=None, help="keep every export here (test fixtures)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
+    manifest = json.loads((EXAMPLES / "examples.json").read_text())
+    rows = []
+    device = None
+    for example in manifest:
+        if args.only and example["name"] != args.only:
+            continue
+        for variant in ("original", "fixed"):
+            row = measure(example, variant, args.repeats, args.record)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    device = NvidiaBackend().device().name
+    originals = [r for r in rows if r["variant"] == "original"]
+    right = [r for r in originals if r["kernel_ok"] and r["formula_ok"] and r["line_ok"]]
+    must_be_clean = [r for r in rows if r["expected_formula"] is None]
+    result = {
+        "device": device,
+        "examples": rows,
+        "accuracy": round(len(right) / len(originals), 4) if originals else 0.0,
+        "false_positives": sum(1 for r in must_be_clean if r["flagged"]),
+        "clean_runs": len(must_be_clean),
+        "timing_overhead": round(statistics.median(r["timing_s"] / r["plain_s"] - 1 for r in rows), 4),
+        "counter_ratio": round(statistics.median(r["counters_s"] / r["plain_s"] for r in rows), 3),
+        "targets": {"timing_overhead": 0.05, "counter_ratio": 10.0, "accuracy": 1.0, "false_positives": 0},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    header = f"{'example':18} {'variant':8} {'expected':17} {'selected':17} {'plain s':>8} {'timing x':>9} "
+    header += f"{'counters x':>10}  kernel formula line"
+    print(header)
+    for r in rows:
+        verdicts = " ".join(f"{'ok' if r[key] else 'NO':7}" for key in ("kernel_ok", "formula_ok", "line_ok"))
+        print(
+            f"{r['example']:18} {r['variant']:8} {r['expected_formula'] or '-':17} "
+            f"{r['selected_formula'] or '-':17} {r['plain_s']:8.3f} {r['timing_s'] / r['plain_s']:9.3f} "
+            f"{r['counters_s'] / r['plain_s']:10.2f}  {verdicts}"
+        )
+    print(
+        f"device {device}: accuracy {result['accuracy']:.0%}, false positives {result['false_positives']}"
+        f"/{result['clean_runs']}, timing overhead {result['timing_overhead']:+.1%}, "
+        f"counter pass {result['counter_ratio']:.1f}x plain"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Atomic contention: many atomics on few addresses, serialized in one L2 slice.
+
+Nsight Compute has no rule for this; ours rests on two measurements.
+
+- Concentration. Global atomics (RED/ATOM) execute in the L2 slice that owns the address. Spread
+  over many addresses they spread over all slices: max/avg of the atomic sectors per slice is
+  ~1 (1.02 measured for one atomicAdd per element into distinct addresses). On one address they
+  all land in one slice: max/avg approaches the slice count (62.7 measured for a single-address
+  reduction and for an 8-bin histogram on an H200). Present needs max/avg >= 8: atomics
+  concentrated on at most an eighth of the slices.
+- Cost. Same-address atomics are served one after another; the hot slice's atomic count times
+  the measured service time (specs.py) is time the kernel cannot beat. Its share of the kernel's
+  time, times (1 - 1/concentration), is the saving if the atomics were spread or reduced first.
+  Present needs a saving of at least 15%: a few hundred atomics at the end of a block
+  reduction (the fixed examples: 6% and 10%) are the cure, not the disease.
+
+Stall samples on RED instructions do not separate the two (the uncontended scatter spends 93% of
+its samples on RED, throttled by memory bandwidth), so they only rank lines for localization.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from formulas.base import Formula, Instruction, KernelProfile, SourceRow, severity_for
+from formulas.specs import facts_for
+from intelliperf.contract import Diagnosis
+
+EXECUTED = "Instructions Executed"
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+MIN_CONCENTRATION = 8.0
+MIN_SAVING = 0.15
+
+
+def is_global_atomic(instruction: Instruction) -> bool:
+    opcode = instruction.opcode
+    return opcode.startswith(("RED", "ATOMG")) or (
+        opcode.startswith("ATOM") and not opcode.startswith("ATOMS")
+    )
+
+
+class AtomicContention(Formula):
+    name = "atomicContention"
+    title = "Atomic contention"
+    metric_label = "atomic operations in the busiest L2 slice"
+    metrics: ClassVar[tuple[str, ...]] = (
+        "smsp__inst_executed_op_global_red.sum",
+        "smsp__inst_executed_op_global_atom.sum",
+        "lts__t_sectors_op_red.sum",
+        "lts__t_sectors_op_red.max",
+        "lts__t_sectors_op_red.avg",
+        "lts__t_sectors_op_atom.sum",
+        "lts__t_sectors_op_atom.max",
+        "lts__t_sectors_op_atom.avg",
+    )
+
+    def bottleneck_metric(self, kernel: KernelProfile) -> float:
+        return kernel.metric("lts__t_sectors_op_red.max") + kernel.metric("lts__t_sectors_op_atom.max")
+
+    def diagnose(self, kernel: KernelProfile) -> Diagnosis:
+        hot = self.bottleneck_metric(kernel)
+        average = kernel.metric("lts__t_sectors_op_red.avg") + kernel.metric("lts__t_sectors_op_atom.avg")
+        instructions = kernel.metric("smsp__inst_executed_op_global_red.sum") + kernel.metric(
+            "smsp__inst_executed_op_global_atom.sum"
+        )
+        numbers = {
+            "atomic_warp_instructions": instructions,
+            "hot_slice_atomic_sectors": hot,
+            "mean_slice_atomic_sectors": average,
+        }
+        if instructions <= 0 or average <= 0:
+            return self.absent(kernel, "the kernel issues no global atomics", numbers)
+        concentration = hot / average
+        serial_ns = hot * facts_for(kernel.arch).same_address_atomic_ns
+        boundness = min(1.0, serial_ns / kernel.duration_ns) if kernel.duration_ns > 0 else 0.0
+        saving = boundness * (1.0 - 1.0 / concentration)
+        numbers.update(
+            concentration=round(concentration, 3),
+            serialized_ns=round(serial_ns, 1),
+            serialized_share=round(boundness, 4),
+            atomic_stall_share=round(self._stall_share(kernel), 4),
+        )
+        reasoning = (
+            f"the busiest L2 slice serves {concentration:.1f}x the mean slice's atomics (threshold "
+            f"{MIN_CONCENTRATION:g}x); serialized there they take ~{serial_ns / 1e3:,.1f} us of the kernel's "
+            f"{kernel.duration_ns / 1e3:,.1f} us, so spreading or pre-reducing them could save ~{saving:.0%} "
+            f"(threshold {MIN_SAVING:.0%})"
+        )
+        if concentration < MIN_CONCENTRATION or saving < MIN_SAVING:
+            return self.absent(kernel, reasoning, numbers)
+        locations = self.hot_lines(
+            kernel, _atomics_executed, label="atomic instructions executed", numbers=_samples
+        )
+        return Diagnosis(
+            kernel=kernel.name,
+            formula=self.name,
+            present=True,
+            severity=severity_for(saving, True),
+            estimated_saving_ns=saving * kernel.duration_ns,
+            estimated_saving_fraction=round(saving, 4),
+            summary=(
+                f"{instructions * 32:,.0f} atomic operations converge on few addresses: one L2 slice serves "
+                f"{concentration:.0f}x its share, serializing ~{boundness:.0%} of the kernel's time"
+            ),
+            reasoning=reasoning,
+            metrics=numbers,
+            locations=locations,
+        )
+
+    @staticmethod
+    def _stall_share(kernel: KernelProfile) -> float:
+        total = kernel.instruction_total(SAMPLES)
+        return kernel.instruction_total(SAMPLES, is_global_atomic) / total if total else 0.0
+
+    def prompt_context(self, diagnosis: Diagnosis) -> str:
+        return (
+            "Atomics to the same address are executed one at a time by the L2 slice that owns it. "
+            "Typical fixes: reduce within the warp (__shfl_down_sync) and the block (shared memory) "
+            "first and issue one atomic per block; privatize histograms per block or per warp in shared "
+            f"memory and merge once; cap the grid so fewer blocks add into the result. {diagnosis.summary}."
+        )
+
+
+def _atomics_executed(row: SourceRow) -> float:
+    return sum(i.metrics.get(EXECUTED, 0.0) for i in row.instructions if is_global_atomic(i))
+
+
+def _samples(row: SourceRow) -> dict[str, float]:
+    return {SAMPLES: sum(i.metrics.get(SAMPLES, 0.0) for i in row.instructions if is_global_atomic(i))}

@@ -1,0 +1,3 @@
+from intelliperf.cli import main
+
+main()

@@ -1,0 +1,137 @@
+"""Per-source-line counters from Nsight Compute's source page.
+
+Two exports of the same report are joined by instruction address:
+
+- ``--page source --print-source cuda,sass``: for each kernel, blocks of ``File Path`` /
+  ``Function Name`` / a header, then each CUDA source line followed by the SASS instructions
+  attributed to it (an inlined instruction is listed under its header line and again under the
+  call site). Only the first four columns are used: ncu 2025.3 writes this view's header with
+  fewer metric columns than its data rows carry (it drops "Divergent Branches" and the three
+  "L1 Wavefronts Shared" columns), so its metric columns cannot be trusted by position.
+- ``--page source --print-source sass``: for each kernel, a ``Kernel Name`` row, a complete header
+  and one row per instruction with every per-instruction metric.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from formulas.base import Instruction, SourceRow
+from intelliperf.errors import ProfileError
+
+__all__ = [
+    "NO_LINE_INFO_MARKER",
+    "SourceLine",
+    "join_source_views",
+    "parse_cuda_sass_view",
+    "parse_sass_view",
+]
+
+NO_LINE_INFO_MARKER = "No lineinfo available"
+
+
+def _number(text: str) -> float | None:
+    cleaned = text.replace(",", "").strip()
+    if not cleaned or cleaned == "-":
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def _rows(text: str) -> list[list[str]]:
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    return list(csv.reader(io.StringIO("\n".join(lines))))
+
+
+def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:
+    """Kernel name -> instruction address -> instruction with its numeric metrics."""
+    kernels: dict[str, dict[str, Instruction]] = {}
+    current: dict[str, Instruction] | None = None
+    header: list[str] = []
+    for row in _rows(text):
+        if not row:
+            continue
+        if row[0] == "Kernel Name" and len(row) >= 2:
+            current = kernels.setdefault(row[1], {})
+            header = []
+        elif row[0] == "Address":
+            header = row
+        elif current is not None and header and row[0].startswith("0x"):
+            metrics = {}
+            for name, value in zip(header[2:], row[2:], strict=False):
+                number = _number(value)
+                if number is not None:
+                    metrics[name] = number
+            current[row[0]] = Instruction(address=row[0], sass=row[1].strip(), metrics=metrics)
+    return kernels
+
+
+@dataclass
+class SourceLine:
+    file: str
+    line: int
+    code: str
+    addresses: list[str]
+
+
+def parse_cuda_sass_view(text: str) -> dict[str, list[SourceLine]]:
+    """Kernel name -> its CUDA source lines, each with the addresses of its SASS instructions."""
+    kernels: dict[str, list[SourceLine]] = {}
+    file_path = ""
+    lines: list[SourceLine] | None = None
+    current: SourceLine | None = None
+    for row in _rows(text):
+        if not row:
+            continue
+        key = row[0]
+        if key == "File Path" and len(row) >= 2:
+            file_path, current = row[1], None
+        elif key == "Function Name" and len(row) >= 2:
+            lines, current = kernels.setdefault(row[1], []), None
+        elif key == "Line No" or lines is None:
+            continue
+        elif key.isdigit() and len(row) >= 2:
+            current = SourceLine(file=file_path, line=int(key), code=row[1], addresses=[])
+            lines.append(current)
+        elif key == "" and len(row) >= 3 and row[2].startswith("0x") and current is not None:
+            current.addresses.append(row[2])
+    return kernels
+
+
+def join_source_views(
+    structure: Mapping[str, list[SourceLine]], instructions: Mapping[str, Mapping[str, Instruction]]
+) -> dict[str, list[SourceRow]]:
+    """Kernel name -> source rows with the summed metrics of the instructions attributed to each line."""
+    if not structure and not instructions:
+        raise ProfileError("the ncu source page has no kernel in it")
+    result: dict[str, list[SourceRow]] = {}
+    for kernel, by_address in instructions.items():
+        rows = []
+        for line in structure.get(kernel, []):
+            attributed = [by_address[a] for a in dict.fromkeys(line.addresses) if a in by_address]
+            if not attributed:
+                continue
+            rows.append(
+                SourceRow(
+                    file=line.file,
+                    line=line.line,
+                    code=line.code,
+                    metrics=_sum_metrics(inst.metrics for inst in attributed),
+                    instructions=tuple(attributed),
+                )
+            )
+        result[kernel] = rows
+    return result
+
+
+def _sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for metrics in all_metrics:
+        for name, value in metrics.items():
+            total[name] = total.get(name, 0.0) + value
+    return total

@@ -1,0 +1,93 @@
+"""The NVIDIA backend: Accordo's CUPTI tracer for the timing pass, Nsight Compute for the counters."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+from accordo.trace import KernelLaunch, run_traced
+from formulas.base import KernelProfile
+from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.gpu.backend import GpuBackend, TimingPass
+from intelliperf.gpu.device import query_device, require_tool
+from intelliperf.gpu.ncu import EXPORTS, export_page, run_ncu
+from intelliperf.gpu.profiles import build_profiles, device_from_raw
+from intelliperf.settings import Settings, get_settings
+
+__all__ = ["NvidiaBackend", "write_trace"]
+
+NCU_HINT = "install Nsight Compute (it ships with the CUDA toolkit) or set INTELLIPERF_NCU to its path"
+
+
+def write_trace(launches: Sequence[KernelLaunch], path: Path) -> None:
+    """Keep a timing pass in Accordo's trace format (the file a ReplayBackend reads)."""
+    lines = [json.dumps({"accordo": "trace", "version": 1, "pid": 0})]
+    lines += [json.dumps(asdict(launch)) for launch in launches]
+    path.write_text("\n".join(lines) + "\n")
+
+
+class NvidiaBackend(GpuBackend):
+    """`record` keeps every export (trace, raw, source pages) in that folder for replay and fixtures."""
+
+    def __init__(self, settings: Settings | None = None, *, record: Path | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.record = record
+        self._device: DeviceInfo | None = None
+
+    def device(self) -> DeviceInfo:
+        if self._device is None:
+            self._device = query_device()
+        return self._device
+
+    def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
+        run = run_traced(list(argv), cwd=cwd, timeout_s=timeout_s)
+        if self.record is not None:
+            self.record.mkdir(parents=True, exist_ok=True)
+            write_trace(run.launches, self.record / "trace.jsonl")
+        return TimingPass(kernels=run.stats, wall_s=run.wall_s)
+
+    def collect(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        kernels: Sequence[RankedKernel],
+        metrics: Sequence[str],
+        timeout_s: float,
+    ) -> dict[str, KernelProfile]:
+        ncu = require_tool(self.settings.ncu, purpose="the counter pass", hint=NCU_HINT)
+        with tempfile.TemporaryDirectory(prefix="intelliperf-ncu-") as tmp:
+            run = run_ncu(
+                ncu,
+                argv,
+                cwd=cwd,
+                kernel_names=[k.name for k in kernels],
+                metrics=metrics,
+                workdir=Path(tmp),
+                timeout_s=timeout_s,
+            )
+            with ThreadPoolExecutor(max_workers=len(EXPORTS)) as pool:
+                futures = {
+                    name: pool.submit(
+                        export_page, ncu, run.report, page, *extra, timeout_s=self.settings.export_timeout_s
+                    )
+                    for name, (page, *extra) in EXPORTS.items()
+                }
+                texts = {name: future.result() for name, future in futures.items()}
+        if self.record is not None:
+            self.record.mkdir(parents=True, exist_ok=True)
+            for name, text in texts.items():
+                (self.record / name).write_text(text)
+        self._device = device_from_raw(texts["raw.csv"], self.device())
+        return build_profiles(
+            texts["raw.csv"],
+            texts["source_cuda_sass.csv"],
+            texts["source_sass.csv"],
+            kernels,
+            arch=self._device.arch,
+            resolve=None,
+        )

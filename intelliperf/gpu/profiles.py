@@ -1,0 +1,89 @@
+"""Turn the counter pass's three exports into one KernelProfile per kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from formulas.base import KernelProfile, SourceRow
+from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
+from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
+
+__all__ = ["build_profiles", "device_from_raw", "read_sources"]
+
+
+def read_sources(rows: Sequence[SourceRow], resolve: Path | None) -> dict[str, list[str]]:
+    """Source text of every file the rows name, found as recorded or, failing that, under `resolve`.
+
+    A profile recorded elsewhere names files by the paths they had there; the longest path suffix
+    that exists under `resolve` (the project directory) is taken to be the same file.
+    """
+    texts: dict[str, list[str]] = {}
+    for file in dict.fromkeys(r.file for r in rows):
+        path = _locate(file, resolve)
+        if path is not None:
+            texts[file] = path.read_text(errors="replace").splitlines()
+    return texts
+
+
+def _locate(file: str, resolve: Path | None) -> Path | None:
+    recorded = Path(file)
+    if resolve is None:
+        return recorded if recorded.is_file() else None
+    parts = recorded.parts
+    for start in range(1, len(parts)):
+        candidate = resolve.joinpath(*parts[start:])
+        if candidate.is_file():
+            return candidate
+    return recorded if recorded.is_file() else None
+
+
+def build_profiles(
+    raw_csv: str,
+    cuda_sass_csv: str,
+    sass_csv: str,
+    kernels: Sequence[RankedKernel],
+    *,
+    arch: str,
+    resolve: Path | None = None,
+) -> dict[str, KernelProfile]:
+    """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts."""
+    raw: dict[str, RawKernel] = {}
+    for entry in parse_raw_csv(raw_csv):
+        raw.setdefault(entry.name, entry)
+    instructions = parse_sass_view(sass_csv)
+    source = join_source_views(parse_cuda_sass_view(cuda_sass_csv), instructions)
+    profiles = {}
+    for kernel in kernels:
+        entry = raw.get(kernel.name)
+        if entry is None:
+            continue
+        rows = source.get(kernel.name, [])
+        profiles[kernel.name] = KernelProfile(
+            name=kernel.name,
+            demangled=kernel.demangled,
+            duration_ns=entry.metrics.get("gpu__time_duration.sum", kernel.median_ns),
+            metrics=entry.metrics,
+            instructions=tuple(instructions.get(kernel.name, {}).values()),
+            source=rows,
+            source_text=read_sources(rows, resolve),
+            launches=kernel.launches,
+            total_ns=kernel.total_ns,
+            arch=arch,
+        )
+    return profiles
+
+
+def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:
+    """The device facts ncu reports (SM count, L2 size) added to what nvidia-smi said."""
+    entries = parse_raw_csv(raw_csv)
+    metrics = entries[0].metrics
+    sm_count = metrics.get("device__attribute_multiprocessor_count")
+    l2 = metrics.get("device__attribute_l2_cache_size")
+    return fallback.model_copy(
+        update={
+            "sm_count": int(sm_count) if sm_count else fallback.sm_count,
+            "l2_bytes": int(l2) if l2 else fallback.l2_bytes,
+        }
+    )

@@ -1,0 +1,67 @@
+"""A backend that answers from a profile recorded on a GPU machine (see NvidiaBackend(record=...))."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from accordo.trace import read_trace, summarize
+from formulas.base import KernelProfile
+from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.errors import ProfileError
+from intelliperf.gpu.backend import GpuBackend, TimingPass
+from intelliperf.gpu.ncu import EXPORTS
+from intelliperf.gpu.profiles import build_profiles, device_from_raw
+
+__all__ = ["ReplayBackend"]
+
+REQUIRED = ("trace.jsonl", *EXPORTS)
+
+
+class ReplayBackend(GpuBackend):
+    """Serves a recorded folder: trace.jsonl, raw.csv, source_cuda_sass.csv, source_sass.csv, device.json.
+
+    Source files named in the recording are looked up under the project directory the engine
+    passes as `cwd`, so localization shows the project's own code.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        missing = [name for name in REQUIRED if not (folder / name).is_file()]
+        if missing:
+            raise ProfileError(f"{folder} is not a recorded profile: missing {', '.join(missing)}")
+        self.folder = folder
+
+    def _text(self, name: str) -> str:
+        return (self.folder / name).read_text()
+
+    def device(self) -> DeviceInfo:
+        device_file = self.folder / "device.json"
+        base = (
+            DeviceInfo.model_validate(json.loads(device_file.read_text()))
+            if device_file.is_file()
+            else DeviceInfo(name="recorded", arch="sm_90")
+        )
+        return device_from_raw(self._text("raw.csv"), base)
+
+    def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
+        stats = summarize(read_trace(self.folder / "trace.jsonl"))
+        return TimingPass(kernels=stats, wall_s=0.0)
+
+    def collect(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        kernels: Sequence[RankedKernel],
+        metrics: Sequence[str],
+        timeout_s: float,
+    ) -> dict[str, KernelProfile]:
+        return build_profiles(
+            self._text("raw.csv"),
+            self._text("source_cuda_sass.csv"),
+            self._text("source_sass.csv"),
+            kernels,
+            arch=self.device().arch,
+            resolve=cwd,
+        )

@@ -1,0 +1,115 @@
+"""End to end on the GPU: `intelliperf run` on every bundled example, and its error exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from intelliperf.errors import AppError, KernelNotFoundError, NoLineInfoError, ToolMissingError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
+
+pytestmark = pytest.mark.gpu
+
+
+def intelliperf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "intelliperf", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def marker_line(example: dict) -> int:
+    lines = (EXAMPLES / example["name"] / example["source"]).read_text().splitlines()
+    return next(n for n, text in enumerate(lines, 1) if f"// intelliperf: {example['formula']}" in text)
+
+
+def run_example(example: dict, app: str, formula: str, tmp_path: Path) -> dict:
+    report = tmp_path / "report.json"
+    result = intelliperf(
+        "run",
+        "-f",
+        formula,
+        "-b",
+        "make",
+        "-p",
+        str(EXAMPLES / example["name"]),
+        "-o",
+        str(report),
+        "--",
+        app,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("example", [e for e in MANIFEST if e["formula"]], ids=lambda e: e["name"])
+def test_finds_kernel_formula_and_line(example: dict, tmp_path: Path) -> None:
+    report = run_example(example, "./" + example["app"], "auto", tmp_path)
+    selected = report["selected"]
+    assert selected is not None, report["diagnoses"]
+    assert selected["formula"] == example["formula"]
+    kernel = next(k for k in report["kernels"] if k["name"] == selected["kernel"])
+    assert kernel["demangled"].startswith(example["kernel"] + "(")
+    diagnosis = next(
+        d
+        for d in report["diagnoses"]
+        if d["kernel"] == selected["kernel"] and d["formula"] == example["formula"]
+    )
+    hot = diagnosis["locations"][0]
+    assert hot["file"].endswith("/" + example["source"])
+    assert hot["line"] == marker_line(example)
+    assert any(line["hot"] and "intelliperf:" in line["text"] for line in hot["code"])
+
+
+@pytest.mark.parametrize("example", MANIFEST, ids=lambda e: e["name"])
+def test_fixed_versions_and_controls_are_clean(example: dict, tmp_path: Path) -> None:
+    apps = [example["fixed_app"]] + ([] if example["formula"] else [example["app"]])
+    for app in apps:
+        report = run_example(example, "./" + app, "diagnoseOnly", tmp_path)
+        assert report["diagnoses"], "nothing was diagnosed"
+        flagged = [(d["formula"], d["kernel"], d["reasoning"]) for d in report["diagnoses"] if d["present"]]
+        assert flagged == [], f"{app}: {flagged}"
+        assert report["selected"] is None
+
+
+def transpose(*extra: str, app: str = "./bin/transpose", env: dict[str, str] | None = None):
+    return intelliperf(
+        "run", "-b", "make all nolineinfo", "-p", str(EXAMPLES / "transpose_bank"), *extra, "--", app, env=env
+    )
+
+
+def test_kernel_filter_matching_nothing() -> None:
+    result = transpose("-k", "no_such_kernel")
+    assert result.returncode == KernelNotFoundError.exit_code, result.stderr
+    assert "matched none" in result.stderr and "transpose_tiled" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_kernel_without_line_info() -> None:
+    result = transpose(app="./bin/transpose_nolineinfo")
+    assert result.returncode == NoLineInfoError.exit_code, result.stderr
+    assert "-lineinfo" in result.stderr
+
+
+def test_missing_application() -> None:
+    result = transpose(app="./bin/not_built")
+    assert result.returncode == AppError.exit_code, result.stderr
+    assert "not_built" in result.stderr and "does not exist" in result.stderr
+
+
+def test_missing_ncu() -> None:
+    result = transpose(env={"INTELLIPERF_NCU": "/nonexistent/ncu"})
+    assert result.returncode == ToolMissingError.exit_code, result.stderr
+    assert "ncu" in result.stderr
