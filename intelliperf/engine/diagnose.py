@@ -13,7 +13,7 @@ from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, 
 from intelliperf.engine.build import run_build
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
-from intelliperf.errors import KernelNotFoundError, NoLineInfoError, SpecError
+from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.settings import get_settings
 
@@ -94,6 +94,12 @@ def run_diagnosis(
             app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
         )
         counters_s = time.perf_counter() - started
+        if not profiles:
+            raise ProfileError(
+                "Nsight Compute's report holds none of the top kernels",
+                hint="kernels profiled by ncu could not be matched to the traced ones; rerun with -k",
+            )
+        device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
         progress.done("counters", f"{counters_s:.1f} s")
         progress.start("diagnose", ", ".join(f.name for f in formulas))
         diagnoses = _diagnose_kernels(spec, top, profiles, warnings)

@@ -4,12 +4,12 @@ Two exports of the same report are joined by instruction address:
 
 - ``--page source --print-source cuda,sass``: for each kernel, blocks of ``File Path`` /
   ``Function Name`` / a header, then each CUDA source line followed by the SASS instructions
-  attributed to it (an inlined instruction is listed under its header line and again under the
-  call site). Only the first four columns are used: ncu 2025.3 writes this view's header with
-  fewer metric columns than its data rows carry (it drops "Divergent Branches" and the three
-  "L1 Wavefronts Shared" columns), so its metric columns cannot be trusted by position.
-- ``--page source --print-source sass``: for each kernel, a ``Kernel Name`` row, a complete header
-  and one row per instruction with every per-instruction metric.
+  attributed to it. An instruction can be listed under several lines (an inlined atomicAdd sits
+  under its toolkit header line and again under the call site), so this view gives the
+  line-to-instruction structure only (its first four columns).
+- ``--page source --print-source sass``: for each kernel, a ``Kernel Name`` row, a header and one
+  row per instruction with every per-instruction metric, each instruction once: the kernel's
+  totals come from here, without double counting.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from formulas.base import Instruction, SourceRow
+from formulas.base import Instruction, SourceRow, is_toolkit_file
 from intelliperf.errors import ProfileError
 
 __all__ = [
@@ -112,7 +112,7 @@ def join_source_views(
     result: dict[str, list[SourceRow]] = {}
     for kernel, by_address in instructions.items():
         rows = []
-        for line in structure.get(kernel, []):
+        for line in _with_call_sites(structure.get(kernel, [])):
             attributed = [by_address[a] for a in dict.fromkeys(line.addresses) if a in by_address]
             if not attributed:
                 continue
@@ -127,6 +127,32 @@ def join_source_views(
             )
         result[kernel] = rows
     return result
+
+
+def _with_call_sites(lines: list[SourceLine]) -> list[SourceLine]:
+    """Give the user's call site the instructions ncu attributes only to an inlined toolkit line.
+
+    ncu lists the first instruction of an inlined toolkit function (atomicAdd's body in
+    device_atomic_functions.hpp, say) under both the toolkit line and the call site, and the rest
+    under the toolkit line alone; the call site learned from the first is given the rest.
+    """
+    owners: dict[str, list[SourceLine]] = {}
+    for line in lines:
+        for address in line.addresses:
+            owners.setdefault(address, []).append(line)
+    call_site: dict[tuple[str, int], SourceLine] = {}
+    for owned_by in owners.values():
+        user = [line for line in owned_by if not is_toolkit_file(line.file)]
+        for line in owned_by:
+            if is_toolkit_file(line.file) and user:
+                call_site.setdefault((line.file, line.line), user[0])
+    for address, owned_by in owners.items():
+        if all(is_toolkit_file(line.file) for line in owned_by):
+            for line in owned_by:
+                site = call_site.get((line.file, line.line))
+                if site is not None and address not in site.addresses:
+                    site.addresses.append(address)
+    return lines
 
 
 def _sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from formulas.base import KernelProfile, SourceRow
 from intelliperf.contract import DeviceInfo, RankedKernel
-from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
+from intelliperf.gpu.kernel_names import same_kernel
+from intelliperf.gpu.ncu import parse_raw_csv
 from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
 
 __all__ = ["build_profiles", "device_from_raw", "read_sources"]
+
+T = TypeVar("T")
 
 
 def read_sources(rows: Sequence[SourceRow], resolve: Path | None) -> dict[str, list[str]]:
@@ -49,23 +53,21 @@ def build_profiles(
     resolve: Path | None = None,
 ) -> dict[str, KernelProfile]:
     """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts."""
-    raw: dict[str, RawKernel] = {}
-    for entry in parse_raw_csv(raw_csv):
-        raw.setdefault(entry.name, entry)
+    raw_entries = parse_raw_csv(raw_csv)
     instructions = parse_sass_view(sass_csv)
     source = join_source_views(parse_cuda_sass_view(cuda_sass_csv), instructions)
     profiles = {}
     for kernel in kernels:
-        entry = raw.get(kernel.name)
+        entry = next((e for e in raw_entries if same_kernel(e.name, kernel.name, kernel.demangled)), None)
         if entry is None:
             continue
-        rows = source.get(kernel.name, [])
+        rows = _lookup(source, kernel) or []
         profiles[kernel.name] = KernelProfile(
             name=kernel.name,
             demangled=kernel.demangled,
             duration_ns=entry.metrics.get("gpu__time_duration.sum", kernel.median_ns),
             metrics=entry.metrics,
-            instructions=tuple(instructions.get(kernel.name, {}).values()),
+            instructions=tuple((_lookup(instructions, kernel) or {}).values()),
             source=rows,
             source_text=read_sources(rows, resolve),
             launches=kernel.launches,
@@ -73,6 +75,13 @@ def build_profiles(
             arch=arch,
         )
     return profiles
+
+
+def _lookup(by_ncu_name: Mapping[str, T], kernel: RankedKernel) -> T | None:
+    for name, value in by_ncu_name.items():
+        if same_kernel(name, kernel.name, kernel.demangled):
+            return value
+    return None
 
 
 def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:

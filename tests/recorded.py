@@ -1,0 +1,39 @@
+"""Helpers for tests that replay the profiles recorded on the GPU machine (tests/fixtures/gpu)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from formulas.base import KernelProfile
+from intelliperf.contract import Application, JobSpec, Report
+from intelliperf.engine.diagnose import run_diagnosis
+from intelliperf.gpu.replay import ReplayBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "tests" / "fixtures" / "gpu"
+EXAMPLES = ROOT / "examples"
+MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
+BY_NAME = {example["name"]: example for example in MANIFEST}
+
+
+def replay(name: str, variant: str = "original", formula: str = "diagnoseOnly", **spec: object) -> Report:
+    job = JobSpec(applications=[Application(command=["./app"])], formula=formula, **spec)
+    return run_diagnosis(job, backend=ReplayBackend(RECORDED / name / variant), project=EXAMPLES / name)
+
+
+def main_profile(name: str, variant: str = "original") -> KernelProfile:
+    """The example's main kernel as the formulas see it."""
+    backend = ReplayBackend(RECORDED / name / variant)
+    from intelliperf.gpu.backend import rank_kernels
+
+    kernels = rank_kernels(backend.time_kernels([], cwd=EXAMPLES / name, timeout_s=1).kernels)
+    profiles = backend.collect([], cwd=EXAMPLES / name, kernels=kernels, metrics=[], timeout_s=1)
+    kernel = next(k for k in kernels if k.demangled.startswith(BY_NAME[name]["kernel"] + "("))
+    return profiles[kernel.name]
+
+
+def marker_line(name: str) -> int:
+    example = BY_NAME[name]
+    lines = (EXAMPLES / name / example["source"]).read_text().splitlines()
+    return next(n for n, text in enumerate(lines, 1) if f"// intelliperf: {example['formula']}" in text)
