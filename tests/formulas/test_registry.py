@@ -15,7 +15,7 @@ from intelliperf.errors import SpecError
 def test_builtin_formulas_registered() -> None:
     assert set(all_formulas()) == {"bankConflict", "atomicContention", "memoryAccess"}
     assert get("bankConflict")().title == "Shared-memory bank conflicts"
-    with pytest.raises(SpecError, match="unknown formula 'bank'.*bankConflict"):
+    with pytest.raises(SpecError, match=r"unknown formula 'bank'.*bankConflict"):
         get("bank")
 
 
