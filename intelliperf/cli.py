@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -21,8 +22,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-stdout = Console()
-stderr = Console(stderr=True)
+# Off a terminal (CI logs, pipes) rich would wrap at 80 columns and split messages mid-sentence.
+stdout = Console(width=None if sys.stdout.isatty() else 160)
+stderr = Console(stderr=True, soft_wrap=True)
 
 RUN_HELP = """Diagnose (and, with the optimization loop, fix) the hottest kernels of an application.
 

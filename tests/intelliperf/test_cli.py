@@ -1,0 +1,158 @@
+"""The `intelliperf` command as a user runs it: real subprocesses, recorded profiles instead of a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from intelliperf.contract import Report
+from intelliperf.errors import BuildError, KernelNotFoundError, NoGpuError, NoLineInfoError, SpecError
+from tests.conftest import gpu_available
+from tests.recorded import EXAMPLES, RECORDED, ROOT
+
+
+def intelliperf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
+    return subprocess.run(
+        [sys.executable, "-m", "intelliperf", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def replay(name: str, *args: str, variant: str = "original") -> subprocess.CompletedProcess[str]:
+    return intelliperf(
+        "run", "--replay", str(RECORDED / name / variant), "-p", str(EXAMPLES / name), *args, "--", "./app"
+    )
+
+
+def test_schema_prints_valid_json_schemas() -> None:
+    for which, title in (("job", "JobSpec"), ("report", "Report")):
+        result = intelliperf("schema", which)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["title"] == title
+    bad = intelliperf("schema", "nope")
+    assert bad.returncode == SpecError.exit_code and "choose 'job' or 'report'" in bad.stderr
+
+
+def test_run_prints_the_table_and_writes_the_report(tmp_path: Path) -> None:
+    output = tmp_path / "report.json"
+    result = replay("transpose_bank", "-f", "auto", "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    assert "Top kernels" in result.stdout and "bankConflict" in result.stdout
+    assert "transpose.cu:59" in result.stdout
+    for stage in ("timing", "counters", "diagnose"):
+        assert f"✓ {stage}" in result.stderr
+    report = Report.model_validate_json(output.read_text())
+    assert report.selected is not None and report.selected.formula == "bankConflict"
+    assert any("optimization loop is not part of this build" in w for w in report.warnings)
+
+
+def test_named_formula_runs_only_that_formula(tmp_path: Path) -> None:
+    output = tmp_path / "r.json"
+    result = replay("strided_copy", "-f", "memoryAccess", "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    report = Report.model_validate_json(output.read_text())
+    assert {d.formula for d in report.diagnoses} == {"memoryAccess"}
+
+
+def test_clean_application_says_so() -> None:
+    result = replay("clean_saxpy", "-f", "diagnoseOnly")
+    assert result.returncode == 0, result.stderr
+    assert "No bottleneck found" in result.stdout
+
+
+def test_kernel_filter(tmp_path: Path) -> None:
+    output = tmp_path / "r.json"
+    assert replay("transpose_bank", "-k", "init_", "-o", str(output)).returncode == 0
+    assert [k.demangled.split("(")[0] for k in Report.model_validate_json(output.read_text()).kernels] == [
+        "init_matrix"
+    ]
+    result = replay("transpose_bank", "-k", "nothing_like_this")
+    assert result.returncode == KernelNotFoundError.exit_code
+    assert "matched none of the 2 kernels" in result.stderr and "transpose_tiled" in result.stderr
+
+
+def test_failing_build_names_the_command_and_shows_its_output() -> None:
+    result = replay("transpose_bank", "-b", "echo compiling; echo 'error: boom' >&2; exit 2")
+    assert result.returncode == BuildError.exit_code
+    assert "exited with code 2" in result.stderr and "error: boom" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-f", "bankConflicts"], "unknown formula 'bankConflicts'"),
+        (["--top_n", "0"], "top_n"),
+        (["-k", "(unclosed"], "kernel"),
+    ],
+)
+def test_bad_options_are_exit_2_with_the_field(args: list[str], message: str) -> None:
+    result = replay("transpose_bank", *args)
+    assert result.returncode == SpecError.exit_code, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_application_command_and_project() -> None:
+    result = intelliperf("run", "--replay", str(RECORDED / "transpose_bank" / "original"))
+    assert result.returncode == SpecError.exit_code and "no application given" in result.stderr
+    result = intelliperf(
+        "run", "--replay", str(RECORDED / "transpose_bank" / "original"), "-p", "/no/such/dir", "--", "./a"
+    )
+    assert result.returncode == SpecError.exit_code and "/no/such/dir" in result.stderr
+
+
+def test_replay_of_a_folder_that_is_not_a_recording(tmp_path: Path) -> None:
+    result = intelliperf("run", "--replay", str(tmp_path), "--", "./a")
+    assert result.returncode == 9 and "is not a recorded profile" in result.stderr
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
+def test_no_gpu_is_exit_3() -> None:
+    result = intelliperf("run", "-p", str(EXAMPLES / "transpose_bank"), "--", "./bin/transpose")
+    assert result.returncode == NoGpuError.exit_code and "no NVIDIA GPU" in result.stderr
+
+
+def test_user_tree_is_untouched_without_in_place(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "kernel.cu").write_text("// source\n")
+    result = intelliperf(
+        "run",
+        "--replay",
+        str(RECORDED / "clean_saxpy" / "original"),
+        "-p",
+        str(project),
+        "-b",
+        "touch built.txt && echo changed > kernel.cu",
+        "--",
+        "./app",
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["kernel.cu"]
+    assert (project / "kernel.cu").read_text() == "// source\n"
+
+
+def test_no_line_info_is_exit_8_when_no_kernel_has_lines(tmp_path: Path) -> None:
+    """A recording whose source structure is emptied, as ncu leaves it for a binary without -lineinfo
+    (it then prints only 'No lineinfo available ...' warnings for the CUDA view)."""
+    recording = tmp_path / "noline"
+    recording.mkdir()
+    for name in ("trace.jsonl", "raw.csv", "source_sass.csv", "device.json"):
+        (recording / name).write_bytes((RECORDED / "transpose_bank" / "original" / name).read_bytes())
+    (recording / "source_cuda_sass.csv").write_text(
+        "==WARNING== No lineinfo available to show CUDA-C source related to 'transpose_tiled'.\n"
+    )
+    result = intelliperf(
+        "run", "--replay", str(recording), "-p", str(EXAMPLES / "transpose_bank"), "--", "./a"
+    )
+    assert result.returncode == NoLineInfoError.exit_code and "-lineinfo" in result.stderr
