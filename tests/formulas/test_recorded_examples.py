@@ -84,7 +84,7 @@ def test_estimated_savings_track_the_measured_fix() -> None:
 def test_bank_conflict_evidence_names_the_conflicting_load() -> None:
     report = replay("transpose_bank")
     diagnosis = next(d for d in report.bottlenecks if d.formula == "bankConflict")
-    assert diagnosis.metrics["excess_share"] > 0.8
+    assert diagnosis.metrics["excess_share"] > 0.8 and diagnosis.metrics["utilization"] > 0.5
     hot = diagnosis.locations[0]
     assert hot.share > 0.9 and hot.metrics["L1 Wavefronts Shared Excessive"] > 1e7
     assert "tile[threadIdx.x]" in next(line.text for line in hot.code if line.hot)

@@ -1,0 +1,88 @@
+"""The shared shape of two formulas: a share of some traffic is waste, and its unit is this busy.
+
+Nsight Compute computes, per instruction, the units an access needs at best (`ideal_column`) and
+those beyond (`excessive_column`). The excess share of all units (`total_column`) is the waste;
+`utilization` says how much that traffic costs the kernel. Estimated saving = share x utilization.
+Present when both the share and the saving reach the subclass's thresholds.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import ClassVar
+
+from formulas.base import Formula, KernelProfile, SourceRow, severity_for
+from intelliperf.contract import Diagnosis
+
+__all__ = ["ExcessShareFormula"]
+
+
+class ExcessShareFormula(Formula):
+    excessive_column: ClassVar[str]
+    total_column: ClassVar[str]
+    ideal_column: ClassVar[str]
+    unit: ClassVar[str]
+    """What the columns count, in words (e.g. 'shared wavefronts')."""
+    min_excess_share: ClassVar[float]
+    min_saving: ClassVar[float]
+
+    @abstractmethod
+    def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
+        """How busy the unit carrying this traffic is (0..1), and its name."""
+
+    @abstractmethod
+    def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
+        """Further evidence for the report (kernel-level counters)."""
+
+    @abstractmethod
+    def summary(self, share: float, ratio: float) -> str:
+        """One sentence for the report, from the excess share and the actual/ideal ratio."""
+
+    def bottleneck_metric(self, kernel: KernelProfile) -> float:
+        return kernel.instruction_total(self.excessive_column)
+
+    def diagnose(self, kernel: KernelProfile) -> Diagnosis:
+        excessive = kernel.instruction_total(self.excessive_column)
+        total = kernel.instruction_total(self.total_column)
+        ideal = kernel.instruction_total(self.ideal_column)
+        busy, unit_name = self.utilization(kernel)
+        numbers = {
+            "excessive": excessive,
+            "total": total,
+            "ideal": ideal,
+            "utilization": round(busy, 4),
+            **self.extra_numbers(kernel),
+        }
+        if total <= 0:
+            return self.absent(kernel, f"the kernel moves no {self.unit}", numbers)
+        share = excessive / total
+        saving = min(1.0, share * busy)
+        numbers["excess_share"] = round(share, 4)
+        reasoning = (
+            f"{share:.0%} of {total:,.0f} {self.unit} are excessive (threshold {self.min_excess_share:.0%}); "
+            f"the {unit_name} is {busy:.0%} busy, so removing the excess could save ~{saving:.0%} of the "
+            f"kernel's time (threshold {self.min_saving:.0%})"
+        )
+        if share < self.min_excess_share or saving < self.min_saving:
+            return self.absent(kernel, reasoning, numbers)
+        locations = self.hot_lines(
+            kernel,
+            lambda row: row.get(self.excessive_column),
+            label=self.excessive_column,
+            numbers=self._line,
+        )
+        return Diagnosis(
+            kernel=kernel.name,
+            formula=self.name,
+            present=True,
+            severity=severity_for(saving, True),
+            estimated_saving_ns=saving * kernel.duration_ns,
+            estimated_saving_fraction=round(saving, 4),
+            summary=self.summary(share, total / max(ideal, 1.0)),
+            reasoning=reasoning,
+            metrics=numbers,
+            locations=locations,
+        )
+
+    def _line(self, row: SourceRow) -> dict[str, float]:
+        return {self.total_column: row.get(self.total_column), self.ideal_column: row.get(self.ideal_column)}
