@@ -22,8 +22,10 @@ __all__ = [
     "EXPORTS",
     "NcuRun",
     "RawKernel",
+    "csv_rows",
     "export_page",
     "kernel_id_filter",
+    "parse_number",
     "parse_raw_csv",
     "profile_command",
     "run_ncu",
@@ -118,7 +120,7 @@ def export_page(ncu: str, report: Path, page: str, *extra: str, timeout_s: float
     return result.stdout
 
 
-def _csv_rows(text: str) -> list[list[str]]:
+def csv_rows(text: str) -> list[list[str]]:
     lines = [line for line in text.splitlines() if line.startswith('"')]
     return list(csv.reader(io.StringIO("\n".join(lines))))
 
@@ -166,7 +168,7 @@ class RawKernel:
 
 def parse_raw_csv(text: str) -> list[RawKernel]:
     """The raw page: a header row of metric names, a row of units, then one row per profiled launch."""
-    rows = _csv_rows(text)
+    rows = csv_rows(text)
     if len(rows) < 3 or "Kernel Name" not in rows[0]:
         raise ProfileError("the ncu raw page has no profiled kernel in it", log_tail=tail(text))
     header, units, body = rows[0], rows[1], rows[2:]

@@ -14,13 +14,12 @@ Two exports of the same report are joined by instruction address:
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from formulas.base import Instruction, SourceRow, is_toolkit_file
 from intelliperf.errors import ProfileError
+from intelliperf.gpu.ncu import csv_rows, parse_number
 
 __all__ = [
     "NO_LINE_INFO_MARKER",
@@ -33,27 +32,12 @@ __all__ = [
 NO_LINE_INFO_MARKER = "No lineinfo available"
 
 
-def _number(text: str) -> float | None:
-    cleaned = text.replace(",", "").strip()
-    if not cleaned or cleaned == "-":
-        return None
-    try:
-        return float(cleaned)
-    except ValueError:
-        return None
-
-
-def _rows(text: str) -> list[list[str]]:
-    lines = [line for line in text.splitlines() if line.startswith('"')]
-    return list(csv.reader(io.StringIO("\n".join(lines))))
-
-
 def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:
     """Kernel name -> instruction address -> instruction with its numeric metrics."""
     kernels: dict[str, dict[str, Instruction]] = {}
     current: dict[str, Instruction] | None = None
     header: list[str] = []
-    for row in _rows(text):
+    for row in csv_rows(text):
         if not row:
             continue
         if row[0] == "Kernel Name" and len(row) >= 2:
@@ -64,7 +48,7 @@ def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:
         elif current is not None and header and row[0].startswith("0x"):
             metrics = {}
             for name, value in zip(header[2:], row[2:], strict=False):
-                number = _number(value)
+                number = parse_number(value)
                 if number is not None:
                     metrics[name] = number
             current[row[0]] = Instruction(address=row[0], sass=row[1].strip(), metrics=metrics)
@@ -85,7 +69,7 @@ def parse_cuda_sass_view(text: str) -> dict[str, list[SourceLine]]:
     file_path = ""
     lines: list[SourceLine] | None = None
     current: SourceLine | None = None
-    for row in _rows(text):
+    for row in csv_rows(text):
         if not row:
             continue
         key = row[0]
