@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from formulas.base import KernelProfile
+from formulas.base import Formula, KernelProfile
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
@@ -35,9 +35,8 @@ def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[Ran
 
 
 def _diagnose_kernels(
-    spec: JobSpec, top: list[RankedKernel], profiles: dict[str, KernelProfile], warnings: list[str]
+    formulas: list[Formula], top: list[RankedKernel], profiles: dict[str, KernelProfile], warnings: list[str]
 ) -> list[Diagnosis]:
-    formulas = formulas_for(spec.formula)
     with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
     if profiles and not with_lines:
         raise NoLineInfoError(
@@ -102,7 +101,7 @@ def run_diagnosis(
         device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
         progress.done("counters", f"{counters_s:.1f} s")
         progress.start("diagnose", ", ".join(f.name for f in formulas))
-        diagnoses = _diagnose_kernels(spec, top, profiles, warnings)
+        diagnoses = _diagnose_kernels(formulas, top, profiles, warnings)
         selection = select(spec.formula, top, diagnoses)
         found = sum(d.present for d in diagnoses)
         progress.done("diagnose", f"{found} bottleneck(s) found")

@@ -9,7 +9,7 @@ from typing import TypeVar
 from formulas.base import KernelProfile, SourceRow
 from intelliperf.contract import DeviceInfo, RankedKernel
 from intelliperf.gpu.kernel_names import same_kernel
-from intelliperf.gpu.ncu import parse_raw_csv
+from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
 from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
 
 __all__ = ["build_profiles", "device_from_raw", "read_sources"]
@@ -53,12 +53,14 @@ def build_profiles(
     resolve: Path | None = None,
 ) -> dict[str, KernelProfile]:
     """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts."""
-    raw_entries = parse_raw_csv(raw_csv)
+    raw: dict[str, RawKernel] = {}
+    for entry in parse_raw_csv(raw_csv):
+        raw.setdefault(entry.name, entry)
     instructions = parse_sass_view(sass_csv)
     source = join_source_views(parse_cuda_sass_view(cuda_sass_csv), instructions)
     profiles = {}
     for kernel in kernels:
-        entry = next((e for e in raw_entries if same_kernel(e.name, kernel.name, kernel.demangled)), None)
+        entry = _lookup(raw, kernel)
         if entry is None:
             continue
         rows = _lookup(source, kernel) or []
