@@ -173,6 +173,78 @@ def run(
             progress.close()
 
 
+VALIDATE_HELP = """Check a candidate build of a kernel against the reference build, then time both.
+
+Both commands must run the same host program; the kernel's buffers are captured before and after
+every launch and compared. Exit code 0: correct; 1: rejected (the reason is printed).
+
+Example: intelliperf validate -k block_sum --reference "bin/ref" --candidate "bin/fixed_good"
+"""
+
+
+@app.command(help=VALIDATE_HELP)
+def validate(
+    kernel: Annotated[str, typer.Option("-k", "--kernel", help="Kernel name, mangled name or regex")],
+    reference: Annotated[str, typer.Option("--reference", help="Command that runs the reference")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Command that runs the candidate")],
+    atol: Annotated[float, typer.Option("--atol", min=0, help="Absolute tolerance")] = 1e-6,
+    rtol: Annotated[float, typer.Option("--rtol", min=0, help="Relative tolerance")] = 1e-5,
+    runs: Annotated[int, typer.Option("--runs", min=2, help="Timing runs per side (interleaved)")] = 10,
+    calibration_runs: Annotated[
+        int, typer.Option("--calibration-runs", min=1, help="Reference runs that measure its own noise")
+    ] = 3,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per application run")] = 120.0,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="Element type of every buffer (default: from the signature)")
+    ] = "auto",
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory of both commands")] = None,
+    no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only")] = False,
+    output_file: Annotated[
+        Path | None, typer.Option("-o", "--output_file", help="Write the JSON result here")
+    ] = None,
+) -> None:
+    import shlex
+
+    from accordo.validate import ValidationOptions
+    from accordo.validate import validate as run_validation
+    from intelliperf.console import render_validation
+
+    try:
+        try:
+            options = ValidationOptions(
+                atol=atol,
+                rtol=rtol,
+                runs=runs,
+                calibration_runs=calibration_runs,
+                timeout_s=timeout,
+                element_type=dtype,
+                measure=not no_timing,
+            )
+            reference_cmd, candidate_cmd = shlex.split(reference), shlex.split(candidate)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        if not reference_cmd or not candidate_cmd:
+            raise SpecError("--reference and --candidate must not be empty")
+        result = run_validation(
+            kernel,
+            reference_cmd,
+            candidate_cmd,
+            cwd=cwd,
+            options=options,
+            progress=lambda message: stderr.print(f"… {message}", highlight=False),
+        )
+    except IntelliPerfError as error:
+        raise _fail(error) from None
+    except ValueError as error:
+        raise _fail(SpecError(str(error))) from None
+    render_validation(result, stdout)
+    if output_file is not None:
+        output_file.write_text(result.model_dump_json(indent=2))
+        stderr.print(f"result written to {output_file}", highlight=False)
+    if not result.passed:
+        raise typer.Exit(code=1)
+
+
 @app.command(help="Print the JSON Schema of the job spec or of the report.")
 def schema(
     which: Annotated[str, typer.Argument(help="'job' or 'report'")] = "job",

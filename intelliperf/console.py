@@ -8,8 +8,9 @@ from rich.console import Console
 from rich.table import Table
 
 from intelliperf.contract import Diagnosis, Report
+from intelliperf.contract.report import ValidationResult
 
-__all__ = ["ConsoleProgress", "kernel_table", "render_report"]
+__all__ = ["ConsoleProgress", "kernel_table", "render_report", "render_validation"]
 
 
 class ConsoleProgress:
@@ -115,3 +116,45 @@ def render_report(report: Report, console: Console) -> None:
         console.print("[green]No bottleneck found by the formulas run.[/green]")
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+
+
+def render_validation(result: ValidationResult, console: Console) -> None:
+    """The verdict, the per-buffer comparison of the first failing (or the last) launch, the speedup."""
+    if result.passed:
+        console.print(
+            f"[bold green]PASS[/bold green] {result.kernel}: {result.launches_compared} launches match the "
+            f"reference (atol {result.atol:g}, rtol {result.rtol:g}, widened by the spread of "
+            f"{result.calibration_runs} reference runs, at most {result.noise_max or 0:.3g})",
+            highlight=False,
+        )
+    else:
+        console.print(f"[bold red]FAIL[/bold red] ({result.failure}) {result.reason}", highlight=False)
+    shown = next(
+        (x for x in result.launches if not x.passed), result.launches[-1] if result.launches else None
+    )
+    if shown is not None and shown.buffers:
+        table = Table(title=f"Launch {shown.launch + 1}", header_style="bold")
+        for column in ("param", "role", "type", "bytes", "result", "max abs err", "max rel err", "first bad"):
+            table.add_column(column, justify="right" if column not in ("role", "type", "result") else "left")
+        for b in shown.buffers:
+            table.add_row(
+                str(b.param),
+                b.role,
+                b.dtype,
+                f"{b.bytes:,}",
+                "[green]ok[/green]" if b.passed else "[red]fail[/red]",
+                "" if b.max_abs_error is None else f"{b.max_abs_error:.3g}",
+                "" if b.max_rel_error is None else f"{b.max_rel_error:.3g}",
+                "" if b.first_mismatch is None else str(b.first_mismatch),
+            )
+        console.print(table)
+    speedup = result.speedup
+    if speedup is not None:
+        console.print(
+            f"speedup [bold]{speedup.median:.3f}x[/bold] (95% interval {speedup.low:.3f} to "
+            f"{speedup.high:.3f}, {speedup.runs} runs each): {speedup.verdict}; kernel time "
+            f"{speedup.reference_ns / 1e3:,.1f} µs → {speedup.candidate_ns / 1e3:,.1f} µs per run",
+            highlight=False,
+        )
+        if speedup.flagged_for_review:
+            console.print("[bold yellow]over 10x faster: a human should review this result[/bold yellow]")

@@ -109,6 +109,12 @@ class Speedup(_Frozen):
     candidate_ns: float
     runs: int
     flagged_for_review: bool = Field(default=False, description="Over 10x: a human should look")
+    reference_wall_s: float | None = Field(default=None, description="Median application wall time")
+    candidate_wall_s: float | None = None
+    method: str = Field(
+        default="",
+        description="How it was measured: timer, run order, statistic and interval",
+    )
 
 
 class BufferComparison(_Frozen):
@@ -119,10 +125,16 @@ class BufferComparison(_Frozen):
     passed: bool
     max_abs_error: float | None = None
     max_rel_error: float | None = None
-    first_mismatch: int | None = None
+    first_mismatch: int | None = Field(
+        default=None, description="Element index, counted from where the parameter points"
+    )
+    mismatches: int = 0
     nan_inf_mismatches: int = 0
     atol: float | None = None
     rtol: float | None = None
+    noise_max: float | None = Field(
+        default=None, description="Widest per-element widening taken from the reference runs' spread"
+    )
     reason: str | None = None
 
 
@@ -140,6 +152,7 @@ class ValidationResult(_Frozen):
         Literal[
             "mismatch",
             "launch_count",
+            "input_mismatch",
             "input_modified",
             "untouched_modified",
             "crash",
@@ -151,6 +164,11 @@ class ValidationResult(_Frozen):
     launches_compared: int = 0
     launches: list[LaunchComparison] = Field(default_factory=list)
     speedup: Speedup | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    calibration_runs: int = Field(default=0, description="Reference runs whose spread widened the bounds")
+    noise_max: float | None = None
+    candidate_stderr_tail: str | None = None
 
 
 class Attempt(_Frozen):

@@ -1,0 +1,527 @@
+"""Compare a candidate's captured launches with the reference's, launch by launch and buffer by buffer.
+
+The reference ran several times (calibration runs); what varies between those runs is its own noise:
+a written element may differ from the reference by ``atol + rtol * |reference| + spread`` (spread:
+max - min over the reference runs at that element), and bytes that differ between the reference runs
+before a launch are not treated as inputs. Integer elements are exact up to that spread.
+
+For each launch (paired in order) it checks, in this order:
+
+* the parameters: same kinds, same scalar values, pointers at the same offset into same-sized
+  allocations (``input_mismatch`` otherwise);
+* every allocation before the kernel: byte-identical to the reference (``input_mismatch``);
+* allocations the reference leaves unchanged: byte-identical after the kernel (``input_modified`` for
+  ``const`` parameters, ``untouched_modified`` otherwise);
+* allocations the reference writes: every element within its bound (``mismatch``); when every
+  out-of-bound element is one the reference leaves unchanged, the candidate wrote where the reference
+  does not (``untouched_modified``).
+
+Buffers are read in chunks straight from the memory-mapped capture files, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from intelliperf.contract.report import BufferComparison, LaunchComparison
+from intelliperf.errors import ValidationError
+
+from .capture import Buffer, Capture, Launch, Param
+from .signature import ParamType, element_type, parse_parameters
+
+__all__ = ["Comparison", "compare_captures"]
+
+CHUNK_BYTES = 32 << 20
+_FAILURE_ORDER = ("crash", "input_mismatch", "mismatch", "input_modified", "untouched_modified")
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    failure: str | None
+    reason: str | None
+    launches: list[LaunchComparison]
+    launches_compared: int
+    noise_max: float = 0.0
+
+
+@dataclass
+class _Failure:
+    kind: str
+    message: str
+
+
+@dataclass
+class _ElementStats:
+    checked: int = 0
+    mismatches: int = 0
+    outside_untouched: int = 0  # mismatches at elements the reference writes
+    nan_inf: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    first: int | None = None
+    first_values: tuple[float, float, float] | None = None  # candidate, reference, bound
+    noise_max: float = 0.0
+
+
+@dataclass
+class _Pair:
+    """One allocation of one launch: the reference runs' snapshots and the candidate's."""
+
+    param: Param
+    type_info: ParamType | None
+    element: str | None  # None: bytes
+    refs_before: list[Buffer]
+    refs_after: list[Buffer]
+    cand_before: Buffer
+    cand_after: Buffer
+    pointer_offset: int  # bytes from the parameter's pointer to the snapshot's first byte (<= 0)
+    label: str = field(default="")
+
+
+def _name(launch: Launch) -> str:
+    return launch.demangled.split("(", 1)[0] if "(" in launch.demangled else launch.demangled
+
+
+def _counts(launches: Sequence[Launch]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for launch in launches:
+        counts[_name(launch)] = counts.get(_name(launch), 0) + 1
+    return counts
+
+
+def _describe_counts(counts: dict[str, int]) -> str:
+    return (
+        ", ".join(f"{name} {n} time{'s' if n != 1 else ''}" for name, n in sorted(counts.items()))
+        or "nothing"
+    )
+
+
+def _check_reference(reference: Sequence[Capture]) -> None:
+    if not reference:
+        raise ValueError("at least one reference capture is needed")
+    first = reference[0]
+    for run, capture in enumerate(reference[1:], start=2):
+        if len(capture.launches) != len(first.launches):
+            raise ValidationError(
+                "the reference is not deterministic: run 1 launched "
+                f"{_describe_counts(_counts(first.launches))}, run {run} "
+                f"{_describe_counts(_counts(capture.launches))}"
+            )
+    for run, capture in enumerate(reference, start=1):
+        for launch in capture.launches:
+            if launch.errors:
+                raise ValidationError(
+                    f"the reference's launch {launch.seq} of {_name(launch)} (run {run}) could not be "
+                    f"captured: {'; '.join(launch.errors)}"
+                )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Element views
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_ITEMSIZE = {
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+}
+
+
+def _itemsize(element: str | None) -> int:
+    return 1 if element is None else _ITEMSIZE[element]
+
+
+def _as_float(raw: np.ndarray, element: str) -> np.ndarray:
+    """Unsigned raw elements (as read from a buffer) to float64 values."""
+    if element == "bfloat16":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if element in ("float32", "float64", "float16"):
+        return raw.view(np.dtype(element).newbyteorder("<")).astype(np.float64)
+    signed = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64}
+    if element in signed:
+        return raw.view(signed[element]).astype(np.float64)
+    return raw.astype(np.float64)
+
+
+def _chunks(nbytes: int, itemsize: int) -> Iterator[tuple[int, int]]:
+    """(byte offset, element count) pieces covering ``nbytes``."""
+    step = max(itemsize, CHUNK_BYTES - CHUNK_BYTES % itemsize)
+    count_total = nbytes // itemsize
+    offset = 0
+    while offset < count_total * itemsize:
+        count = min(step // itemsize, count_total - offset // itemsize)
+        yield offset, count
+        offset += count * itemsize
+
+
+def _raw(buffer: Buffer, itemsize: int, offset: int, count: int) -> np.ndarray:
+    return buffer.view(_UINT[itemsize], byte_offset=offset, count=count)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Checks
+
+
+def _param_failure(index: int, refs: Sequence[Param], cand: Param | None) -> str | None:
+    ref = refs[0]
+    if cand is None:
+        return f"the candidate's kernel has no parameter {index}"
+    if cand.kind != ref.kind:
+        return f"parameter {index} is a {ref.kind} in the reference and a {cand.kind} in the candidate"
+    if ref.kind == "scalar":
+        stable = all(r.raw == ref.raw for r in refs)
+        if stable and cand.raw != ref.raw:
+            return (
+                f"parameter {index} (a scalar) is 0x{ref.raw[::-1].hex()} in the reference and "
+                f"0x{cand.raw[::-1].hex()} in the candidate"
+            )
+    elif ref.kind == "pointer":
+        if cand.alloc_size != ref.alloc_size:
+            return (
+                f"parameter {index} points into an allocation of {ref.alloc_size} bytes in the reference "
+                f"and of {cand.alloc_size} bytes in the candidate"
+            )
+        if all(r.alloc_offset == ref.alloc_offset for r in refs) and cand.alloc_offset != ref.alloc_offset:
+            return (
+                f"parameter {index} points {ref.alloc_offset} bytes into its allocation in the reference "
+                f"and {cand.alloc_offset} bytes in the candidate"
+            )
+    return None
+
+
+def _first_byte_difference(pair: _Pair, which: str) -> int | None:
+    """First byte where the candidate's ``which`` snapshot differs from the reference's where all reference
+    runs agree (which='before'), or where the candidate's after differs from its before (which='kept')."""
+    size = pair.cand_before.nbytes
+    for offset, count in _chunks(size, 1):
+        if which == "before":
+            refs = [_raw(b, 1, offset, count) for b in pair.refs_before]
+            stable = np.ones(count, dtype=bool)
+            for other in refs[1:]:
+                stable &= other == refs[0]
+            diff = (_raw(pair.cand_before, 1, offset, count) != refs[0]) & stable
+        else:
+            diff = _raw(pair.cand_after, 1, offset, count) != _raw(pair.cand_before, 1, offset, count)
+        hits = np.flatnonzero(diff)
+        if hits.size:
+            return offset + int(hits[0])
+    return None
+
+
+def _reference_writes(pair: _Pair) -> bool:
+    for before, after in zip(pair.refs_before, pair.refs_after, strict=True):
+        if before.nbytes != after.nbytes or before.data.tobytes() != after.data.tobytes():
+            return True
+    return False
+
+
+@dataclass
+class _Chunk:
+    """One chunk of a written buffer, compared: values as float64, and which elements are out of bounds."""
+
+    bad: np.ndarray
+    candidate: np.ndarray
+    reference: np.ndarray
+    allowed: np.ndarray  # the allowed absolute difference per element
+    abs_err: np.ndarray  # 0 where either side is not finite
+    noise: np.ndarray  # the reference runs' spread
+    nan_inf: int
+
+
+def _values(raw: np.ndarray, element: str | None) -> np.ndarray:
+    return raw.astype(np.float64) if element is None else _as_float(raw, element)
+
+
+def _exact_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str | None) -> _Chunk:
+    """Integers and raw bytes: equal to the reference where its runs agree; within their range elsewhere."""
+    values = [_values(r, element) for r in refs]
+    lo, hi = np.minimum.reduce(values), np.maximum.reduce(values)
+    c = _values(cand, element)
+    return _Chunk(
+        bad=(c < lo) | (c > hi),
+        candidate=c,
+        reference=values[0],
+        allowed=hi - lo,
+        abs_err=np.abs(c - values[0]),
+        noise=hi - lo,
+        nan_inf=0,
+    )
+
+
+def _float_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str, atol: float, rtol: float) -> _Chunk:
+    values = [_as_float(r, element) for r in refs]
+    ref = values[0]
+    c = _as_float(cand, element)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo, hi = np.fmin.reduce(values), np.fmax.reduce(values)
+        spread = np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+        allowed = atol + rtol * np.abs(np.where(np.isfinite(ref), ref, 0.0)) + spread
+        finite = np.isfinite(ref) & np.isfinite(c)
+        abs_err = np.where(finite, np.abs(c - ref), 0.0)
+        same_special = (np.isnan(ref) & np.isnan(c)) | (np.isinf(ref) & (c == ref))
+        nan_inf = ~finite & ~same_special
+    return _Chunk(
+        bad=(abs_err > allowed) | nan_inf,
+        candidate=c,
+        reference=ref,
+        allowed=allowed,
+        abs_err=abs_err,
+        noise=spread,
+        nan_inf=int(np.count_nonzero(nan_inf)),
+    )
+
+
+def _max_rel(abs_err: np.ndarray, ref: np.ndarray) -> float:
+    nonzero = (ref != 0) & np.isfinite(ref)
+    if not np.any(nonzero):
+        return 0.0
+    return float((abs_err[nonzero] / np.abs(ref[nonzero])).max())
+
+
+def _element_stats(pair: _Pair, atol: float, rtol: float) -> _ElementStats:
+    element = pair.element
+    size = _itemsize(element)
+    stats = _ElementStats()
+    # element index 0 is the one the parameter points to; a capped snapshot starts at the pointer
+    first_element = pair.pointer_offset // size
+    for offset, count in _chunks(pair.cand_after.nbytes, size):
+        refs_after = [_raw(b, size, offset, count) for b in pair.refs_after]
+        untouched = np.ones(count, dtype=bool)
+        for before, after in zip(pair.refs_before, pair.refs_after, strict=True):
+            untouched &= _raw(before, size, offset, count) == _raw(after, size, offset, count)
+        cand = _raw(pair.cand_after, size, offset, count)
+        if element is None or element.startswith(("int", "uint")):
+            chunk = _exact_chunk(refs_after, cand, element)
+        else:
+            chunk = _float_chunk(refs_after, cand, element, atol, rtol)
+        stats.checked += count
+        stats.noise_max = max(stats.noise_max, float(chunk.noise.max(initial=0.0)))
+        stats.max_abs = max(stats.max_abs, float(chunk.abs_err.max(initial=0.0)))
+        stats.max_rel = max(stats.max_rel, _max_rel(chunk.abs_err, chunk.reference))
+        stats.nan_inf += chunk.nan_inf
+        hits = np.flatnonzero(chunk.bad)
+        stats.mismatches += int(hits.size)
+        stats.outside_untouched += int(np.count_nonzero(chunk.bad & ~untouched))
+        if hits.size and stats.first is None:
+            k = int(hits[0])
+            stats.first = first_element + offset // size + k
+            stats.first_values = (
+                float(chunk.candidate[k]),
+                float(chunk.reference[k]),
+                float(chunk.allowed[k]),
+            )
+    return stats
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Per launch
+
+
+def _pairs(
+    refs: Sequence[Launch],
+    cand: Launch,
+    types: list[ParamType] | None,
+    default_element: str,
+    override: str | None,
+) -> tuple[list[_Pair], str | None]:
+    """The allocations of one launch, or the reason the candidate's launch cannot be compared."""
+    ref = refs[0]
+    cand_params = {p.index: p for p in cand.params}
+    if len(cand.params) != len(ref.params):
+        return (
+            [],
+            f"the kernel takes {len(ref.params)} parameters in the reference and {len(cand.params)} "
+            "in the candidate",
+        )
+    for param in ref.params:
+        problem = _param_failure(
+            param.index, [r.params[param.index] for r in refs], cand_params.get(param.index)
+        )
+        if problem:
+            return [], problem
+    pairs: list[_Pair] = []
+    seen: set[int | None] = set()
+    for param in ref.params:
+        if param.kind != "pointer" or param.alloc_base in seen:
+            continue
+        seen.add(param.alloc_base)
+        type_info = types[param.index] if types is not None and param.index < len(types) else None
+        element = override or (
+            element_type(type_info, default_element) if types is not None else default_element
+        )
+        snapshots = []
+        for launch in (*refs, cand):
+            before, after = launch.buffer(param.index, "before"), launch.buffer(param.index, "after")
+            if before is None or after is None:
+                raise ValidationError(
+                    f"launch {launch.seq} has no snapshot of parameter {param.index}'s buffer"
+                )
+            snapshots.append((before, after))
+        size = _itemsize(element)
+        if (param.alloc_offset or 0) % size or any(
+            b.nbytes % size or a.nbytes != b.nbytes for b, a in snapshots
+        ):
+            element = None
+        if any(b.nbytes != snapshots[0][0].nbytes for b, _ in snapshots):
+            return [], f"parameter {param.index}'s buffer was captured with different sizes"
+        pairs.append(
+            _Pair(
+                param=param,
+                type_info=type_info,
+                element=element,
+                refs_before=[b for b, _ in snapshots[:-1]],
+                refs_after=[a for _, a in snapshots[:-1]],
+                cand_before=snapshots[-1][0],
+                cand_after=snapshots[-1][1],
+                pointer_offset=snapshots[0][0].base - (param.pointer or snapshots[0][0].base),
+                label=f"parameter {param.index}" + (f" ({type_info.text})" if type_info else ""),
+            )
+        )
+    return pairs, None
+
+
+def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparison, _Failure | None]:
+    element_name = pair.element or "bytes"
+    const = pair.type_info is not None and pair.type_info.const
+    common = {"param": pair.param.index, "dtype": element_name, "bytes": pair.cand_after.nbytes}
+    first_input = _first_byte_difference(pair, "before")
+    if first_input is not None:
+        byte = first_input + pair.pointer_offset
+        message = (
+            f"{pair.label}: the candidate's kernel was given different data than the reference's "
+            f"(first differing element at index {byte // _itemsize(pair.element)} (byte {byte}) "
+            "from the pointer)"
+        )
+        role = "input" if const else "untouched"
+        return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(
+            "input_mismatch", message
+        )
+    if not _reference_writes(pair):
+        role = "input" if const else "untouched"
+        changed = _first_byte_difference(pair, "kept")
+        if changed is None:
+            return BufferComparison(role=role, passed=True, **common), None
+        kind = "input_modified" if const else "untouched_modified"
+        what = "its input (a const parameter)" if const else "a buffer the reference leaves unchanged"
+        size = _itemsize(pair.element)
+        message = (
+            f"{pair.label}: the candidate's kernel modified {what}; first changed element at index "
+            f"{(changed + pair.pointer_offset) // size}"
+        )
+        return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(kind, message)
+
+    stats = _element_stats(pair, atol, rtol)
+    failure = None
+    reason = None
+    if stats.mismatches:
+        kind = "mismatch" if stats.outside_untouched else "untouched_modified"
+        values = ""
+        if stats.first_values is not None:
+            cand_value, ref_value, bound = stats.first_values
+            values = (
+                f": candidate {cand_value:.9g}, reference {ref_value:.9g}, allowed difference {bound:.3g}"
+            )
+        where = f"first at index {stats.first}{values}"
+        if kind == "mismatch":
+            reason = (
+                f"{pair.label}: {stats.mismatches} of {stats.checked} {element_name} elements differ from "
+                f"the reference beyond tolerance ({stats.nan_inf} NaN/Inf disagreements); {where}; "
+                f"max abs error {stats.max_abs:.3g}, max rel error {stats.max_rel:.3g}"
+            )
+        else:
+            reason = (
+                f"{pair.label}: the candidate's kernel wrote {stats.mismatches} element(s) the reference "
+                f"leaves unchanged; {where}"
+            )
+        failure = _Failure(kind, reason)
+    comparison = BufferComparison(
+        role="output",
+        passed=failure is None,
+        max_abs_error=stats.max_abs,
+        max_rel_error=stats.max_rel,
+        first_mismatch=stats.first,
+        mismatches=stats.mismatches,
+        nan_inf_mismatches=stats.nan_inf,
+        atol=atol,
+        rtol=rtol,
+        noise_max=stats.noise_max,
+        reason=reason,
+        **common,
+    )
+    return comparison, failure
+
+
+def compare_captures(
+    reference: Sequence[Capture],
+    candidate: Capture,
+    *,
+    atol: float,
+    rtol: float,
+    default_element: str = "float32",
+    element_override: str | None = None,
+) -> Comparison:
+    """Compare ``candidate`` with the reference runs (at least one; more calibrate the noise).
+
+    Launches are paired in order. Raises ValidationError when the reference itself cannot serve as one
+    (its runs launch differently, or a reference launch was not captured).
+    """
+    _check_reference(reference)
+    ref_launches = reference[0].launches
+    if len(candidate.launches) != len(ref_launches):
+        reason = (
+            f"the reference launched {_describe_counts(_counts(ref_launches))}; the candidate launched "
+            f"{_describe_counts(_counts(candidate.launches))}"
+        )
+        return Comparison(False, "launch_count", reason, [], 0)
+
+    results: list[LaunchComparison] = []
+    failures: list[tuple[int, _Failure]] = []
+    noise_max = 0.0
+    for position, cand in enumerate(candidate.launches):
+        refs = [capture.launches[position] for capture in reference]
+        label = f"launch {position + 1} of {len(ref_launches)} ({_name(refs[0])})"
+        if cand.errors:
+            message = f"{label}: {'; '.join(cand.errors)}"
+            failures.append((position, _Failure("crash", message)))
+            results.append(LaunchComparison(launch=position, passed=False))
+            continue
+        types = parse_parameters(refs[0].demangled)
+        pairs, problem = _pairs(refs, cand, types, default_element, element_override)
+        if problem is not None:
+            failures.append((position, _Failure("input_mismatch", f"{label}: {problem}")))
+            results.append(LaunchComparison(launch=position, passed=False))
+            continue
+        buffers = []
+        launch_failures = []
+        for pair in pairs:
+            comparison, failure = _compare_pair(pair, atol, rtol)
+            buffers.append(comparison)
+            noise_max = max(noise_max, comparison.noise_max or 0.0)
+            if failure is not None:
+                launch_failures.append(_Failure(failure.kind, f"{label}, {failure.message}"))
+        launch_failures.sort(key=lambda f: _FAILURE_ORDER.index(f.kind))
+        failures.extend((position, f) for f in launch_failures)
+        results.append(LaunchComparison(launch=position, passed=not launch_failures, buffers=buffers))
+
+    if not failures:
+        return Comparison(True, None, None, results, len(results), noise_max)
+    _, first = failures[0]
+    failing_launches = len({position for position, _ in failures})
+    reason = first.message
+    if failing_launches > 1:
+        reason += f" ({failing_launches} of {len(results)} launches fail)"
+    return Comparison(False, first.kind, reason, results, len(results), noise_max)

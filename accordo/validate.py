@@ -1,0 +1,179 @@
+"""Accordo's entry point: is the candidate correct, and how much faster is it?
+
+    result = validate("block_sum", ["bin/ref"], ["bin/candidate"], cwd="examples/accordo_cases")
+    result.passed, result.failure, result.reason, result.speedup
+
+The reference runs ``calibration_runs`` times under buffer capture (its own noise widens the bounds),
+the candidate once; the launches are compared (``accordo.compare``); a correct candidate is then timed
+against the reference (``accordo.speedup``). The candidate may crash, hang or launch nothing: those
+are verdicts, not exceptions. Problems with the reference itself raise (AppError, KernelNotFoundError,
+ValidationError), since nothing can be judged against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from intelliperf.contract.report import ValidationResult
+from intelliperf.errors import AppError, KernelNotFoundError, tail
+
+from .capture import CaptureRun, run_capture
+from .compare import compare_captures
+from .signature import ELEMENT_TYPES, kernel_pattern
+from .speedup import measure_speedup
+
+__all__ = ["ValidationOptions", "validate"]
+
+
+@dataclass(frozen=True)
+class ValidationOptions:
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    calibration_runs: int = 3
+    runs: int = 10  # timing runs per side
+    timeout_s: float = 120.0  # per application run
+    element_type: str = "auto"  # or one of accordo.signature.ELEMENT_TYPES
+    default_element: str = "float32"  # when the kernel name carries no signature
+    measure: bool = True
+    max_bytes: int | None = None  # cap per snapshot (ACCORDO_MAX_BYTES)
+
+    def __post_init__(self) -> None:
+        if self.atol < 0 or self.rtol < 0:
+            raise ValueError("atol and rtol must be >= 0")
+        if self.calibration_runs < 1:
+            raise ValueError("calibration_runs must be at least 1")
+        if self.measure and self.runs < 2:
+            raise ValueError("runs must be at least 2 to give an interval")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        for name in (self.element_type, self.default_element):
+            if name != "auto" and name not in ELEMENT_TYPES:
+                raise ValueError(f"unknown element type {name!r}; one of: {', '.join(sorted(ELEMENT_TYPES))}")
+
+
+def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions) -> ValidationResult | None:
+    if run.status == "ok":
+        return None
+    failure = "timeout" if run.status == "timeout" else "crash"
+    captured = len(run.capture.launches) if run.capture is not None else 0
+    reason = f"the candidate {run.message}"
+    if failure == "crash" and run.stderr_tail.strip():
+        reason += f"; its stderr ends with: {tail(run.stderr, 5).strip()}"
+    reason += f" ({captured} launch{'es' if captured != 1 else ''} of the kernel captured before that)"
+    return ValidationResult(
+        kernel=kernel,
+        passed=False,
+        failure=failure,
+        reason=reason,
+        atol=options.atol,
+        rtol=options.rtol,
+        calibration_runs=options.calibration_runs,
+        candidate_stderr_tail=run.stderr_tail or None,
+    )
+
+
+def validate(
+    kernel: str,
+    reference: Sequence[str],
+    candidate: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    reference_cwd: str | Path | None = None,
+    candidate_cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    options: ValidationOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    keep_captures: str | Path | None = None,
+    library: str | Path | None = None,
+) -> ValidationResult:
+    """Validate ``candidate`` against ``reference`` for the launches of ``kernel`` (a name, a mangled
+    name or a regex; see ``accordo.signature.kernel_pattern``).
+
+    ``cwd`` is the working directory of both commands unless ``reference_cwd``/``candidate_cwd`` say
+    otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there.
+    """
+    options = options or ValidationOptions()
+    say = progress or (lambda _message: None)
+    pattern = kernel_pattern(kernel)
+    ref_cwd = reference_cwd if reference_cwd is not None else cwd
+    cand_cwd = candidate_cwd if candidate_cwd is not None else cwd
+
+    def output_dir(name: str) -> Path | None:
+        return Path(keep_captures) / name if keep_captures is not None else None
+
+    common = {
+        "kernel_regex": pattern,
+        "env": env,
+        "timeout_s": options.timeout_s,
+        "max_bytes": options.max_bytes,
+        "library": library,
+    }
+    reference_captures = []
+    for i in range(options.calibration_runs):
+        say(f"capturing the reference ({i + 1}/{options.calibration_runs})")
+        run = run_capture(reference, cwd=ref_cwd, output_dir=output_dir(f"reference-{i + 1}"), **common)
+        if run.status != "ok" or run.capture is None:
+            raise AppError(
+                f"the reference {run.message}; nothing can be validated against it",
+                log_tail=run.stderr_tail or None,
+            )
+        reference_captures.append(run.capture)
+
+    say("capturing the candidate")
+    try:
+        cand_run = run_capture(candidate, cwd=cand_cwd, output_dir=output_dir("candidate"), **common)
+    except KernelNotFoundError:
+        return ValidationResult(
+            kernel=kernel,
+            passed=False,
+            failure="no_launch",
+            reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
+            atol=options.atol,
+            rtol=options.rtol,
+            calibration_runs=options.calibration_runs,
+        )
+    failed = _candidate_failure(kernel, cand_run, options)
+    if failed is not None:
+        return failed
+    assert cand_run.capture is not None
+
+    say("comparing buffers")
+    element_override = None if options.element_type == "auto" else options.element_type
+    comparison = compare_captures(
+        reference_captures,
+        cand_run.capture,
+        atol=options.atol,
+        rtol=options.rtol,
+        default_element=options.default_element,
+        element_override=element_override,
+    )
+    result = ValidationResult(
+        kernel=kernel,
+        passed=comparison.passed,
+        failure=comparison.failure,  # type: ignore[arg-type]
+        reason=comparison.reason,
+        launches_compared=comparison.launches_compared,
+        launches=comparison.launches,
+        atol=options.atol,
+        rtol=options.rtol,
+        calibration_runs=options.calibration_runs,
+        noise_max=comparison.noise_max,
+    )
+    if not comparison.passed or not options.measure:
+        return result
+    say(f"timing reference and candidate, {options.runs} runs each, interleaved")
+    speedup = measure_speedup(
+        reference,
+        candidate,
+        kernel_regex=pattern,
+        runs=options.runs,
+        timeout_s=options.timeout_s,
+        reference_cwd=ref_cwd,
+        candidate_cwd=cand_cwd,
+        env=env,
+        library=library,
+        progress=say,
+    )
+    return result.model_copy(update={"speedup": speedup})

@@ -1,0 +1,251 @@
+"""Accordo benchmark (GPU machine): are its verdicts right, what does capture cost, and can its speedup
+be trusted?
+
+* cases: every pair of examples/accordo_cases/cases.json and every bundled example against its fixed
+  version (small iteration counts), validated; the verdict and the failure reason must be the expected.
+* capture_ratio: wall time of the reference run under buffer capture (every launch of the kernel, every
+  reachable allocation, before and after) over its plain run, per example; median over examples.
+* speedup_error: Accordo's speedup (CUPTI, whole app runs, ABAB) against a standalone CUDA-event harness
+  timing the same two kernels on the same captured inputs (benchmarks/event_harness.py); relative error.
+* speedup_cv: the measured speedup over --repeats independent measurements; coefficient of variation.
+
+    python benchmarks/validate.py --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from accordo.capture import run_capture  # noqa: E402
+from accordo.signature import kernel_pattern  # noqa: E402
+from accordo.speedup import measure_speedup  # noqa: E402
+from accordo.trace import run_traced  # noqa: E402
+from accordo.validate import ValidationOptions, validate  # noqa: E402
+from benchmarks.event_harness import EventHarness, compile_cubin  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+CASES = EXAMPLES / "accordo_cases"
+ITERATIONS = "5"  # launches of the example kernels per validation run
+CASE_N = "4173"  # first length of the accordo cases when recording capture fixtures
+# The fix of aos_field changes the data layout (AoS to SoA): the kernel is given different input bytes, which
+# Accordo must refuse; it is not a drop-in kernel rewrite.
+EXAMPLE_EXPECTED = {"aos_field": ("fail", "input_mismatch")}
+
+
+def device_name() -> str:
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[0]
+
+
+def plain_wall(argv: list[str], cwd: Path, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def case_rows(record: Path | None) -> list[dict]:
+    rows = []
+    for case in json.loads((CASES / "cases.json").read_text()):
+        name = Path(case["candidate"]).name
+        timeout = 20.0 if name == "hang" else 120.0
+        options = ValidationOptions(runs=10, timeout_s=timeout)
+        started = time.perf_counter()
+        result = validate(
+            case["kernel"], [case["reference"]], [case["candidate"]], cwd=CASES, options=options
+        )
+        row = {
+            "pair": f"accordo_cases/{name}",
+            "expected": case["expected"],
+            "expected_reason": case["reason"],
+            "verdict": "pass" if result.passed else "fail",
+            "reason": result.failure,
+            "detail": result.reason,
+            "speedup": result.speedup.median if result.speedup else None,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        row["right"] = row["verdict"] == row["expected"] and row["reason"] == row["expected_reason"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if record is not None:
+            validate(
+                case["kernel"],
+                [case["reference"], CASE_N],
+                [case["candidate"], CASE_N],
+                cwd=CASES,
+                options=ValidationOptions(measure=False, timeout_s=timeout),
+                keep_captures=record / name,
+            )
+    return rows
+
+
+def example_rows() -> list[dict]:
+    rows = []
+    for example in json.loads((EXAMPLES / "examples.json").read_text()):
+        folder = EXAMPLES / example["name"]
+        ref = [example["app"], ITERATIONS]
+        cand = [example["fixed_app"], ITERATIONS]
+        expected, reason = EXAMPLE_EXPECTED.get(example["name"], ("pass", None))
+        started = time.perf_counter()
+        result = validate(example["kernel"], ref, cand, cwd=folder, options=ValidationOptions(runs=10))
+        seconds = time.perf_counter() - started
+        plain = plain_wall(ref, folder)
+        capture = run_capture(ref, kernel_regex=kernel_pattern(example["kernel"]), cwd=folder, timeout_s=600)
+        row = {
+            "pair": example["name"],
+            "expected": expected,
+            "expected_reason": reason,
+            "verdict": "pass" if result.passed else "fail",
+            "reason": result.failure,
+            "detail": result.reason,
+            "speedup": result.speedup.median if result.speedup else None,
+            "interval": [result.speedup.low, result.speedup.high] if result.speedup else None,
+            "noise_max": result.noise_max,
+            "seconds": round(seconds, 2),
+            "plain_s": round(plain, 3),
+            "capture_s": round(capture.wall_s, 3),
+            "capture_ratio": round(capture.wall_s / plain, 3),
+            "captured_bytes": sum(b.nbytes for x in capture.capture.launches for b in x.buffers)
+            if capture.capture
+            else 0,
+        }
+        row["right"] = row["verdict"] == expected and row["reason"] == reason
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def harness_row(example: dict, repeats: int) -> dict:
+    """Accordo's speedup (repeated) and the CUDA-event harness's, for one example and its fix."""
+    folder = EXAMPLES / example["name"]
+    pattern = kernel_pattern(example["kernel"])
+    ref, cand = [example["app"], ITERATIONS], [example["fixed_app"], ITERATIONS]
+    medians = [
+        measure_speedup(ref, cand, kernel_regex=pattern, runs=10, timeout_s=120, reference_cwd=folder,
+                        candidate_cwd=folder).median
+        for _ in range(repeats)
+    ]  # fmt: skip
+    sources = {"original": folder / example["source"], "fixed": folder / fixed_source(example)}
+    with tempfile.TemporaryDirectory() as tmp, EventHarness() as harness:
+        prepared = {}
+        for side, argv in (("original", ref), ("fixed", cand)):
+            cubin = compile_cubin(sources[side], Path(tmp) / f"{side}.cubin")
+            capture = run_capture(argv, kernel_regex=pattern, cwd=folder, timeout_s=600)
+            launch = capture.capture.launches[0]
+            traced = run_traced(argv, cwd=folder, timeout_s=120)
+            first = next(x for x in traced.launches if x.name == launch.name)
+            loaded = harness.load(cubin, launch.name)
+            prepared[side] = harness.prepare(loaded, launch, first.grid, first.block, first.smem)
+        measured = harness.speedup(prepared["original"], prepared["fixed"])
+    accordo = statistics.median(medians)
+    return {
+        "pair": example["name"],
+        "accordo_speedups": [round(m, 4) for m in medians],
+        "accordo_speedup": round(accordo, 4),
+        "harness_speedup": round(measured.speedup, 4),
+        "speedup_error": round(abs(accordo / measured.speedup - 1), 4),
+        "speedup_cv": round(statistics.stdev(medians) / statistics.fmean(medians), 4)
+        if repeats > 1
+        else None,
+    }
+
+
+def fixed_source(example: dict) -> str:
+    source = Path(example["source"])
+    return f"{source.stem}_fixed{source.suffix}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "validate.json")
+    parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
+    parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
+    parser.add_argument("--only", choices=["cases", "examples", "speedup"], action="append")
+    args = parser.parse_args()
+    parts = set(args.only or ["cases", "examples", "speedup"])
+    if shutil.which("nvidia-smi") is None:
+        print("this benchmark needs an NVIDIA GPU", file=sys.stderr)
+        return 3
+    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    manifest = json.loads((EXAMPLES / "examples.json").read_text())
+    cases = case_rows(args.record) if "cases" in parts else previous.get("cases_accordo", [])
+    examples = example_rows() if "examples" in parts else previous.get("cases_examples", [])
+    speed = []
+    if "speedup" in parts:
+        for example in manifest:
+            if EXAMPLE_EXPECTED.get(example["name"], ("pass",))[0] != "pass":
+                continue
+            row = harness_row(example, args.repeats)
+            speed.append(row)
+            print(json.dumps(row), flush=True)
+    else:
+        speed = previous.get("speedup_pairs", [])
+    all_cases = cases + examples
+    cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
+    result = {
+        "device": device_name(),
+        "cases": [
+            {k: r[k] for k in ("pair", "expected", "expected_reason", "verdict", "reason", "detail", "right")}
+            for r in all_cases
+        ],
+        "verdicts_right": sum(r["right"] for r in all_cases) / len(all_cases) if all_cases else None,
+        "capture_ratio": statistics.median(r["capture_ratio"] for r in examples) if examples else None,
+        "capture_ratio_max": max((r["capture_ratio"] for r in examples), default=None),
+        "speedup_error": statistics.median(r["speedup_error"] for r in speed) if speed else None,
+        "speedup_error_max": max((r["speedup_error"] for r in speed), default=None),
+        "speedup_cv": statistics.median(cvs) if cvs else None,
+        "speedup_cv_max": max(cvs, default=None),
+        "cases_accordo": cases,
+        "cases_examples": examples,
+        "speedup_pairs": speed,
+        "targets": {"capture_ratio": 1.5, "speedup_error": 0.02, "speedup_cv": 0.01},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print()
+    print(f"{'pair':<28} {'expected':<26} {'verdict':<26} right")
+    for r in all_cases:
+        exp = f"{r['expected']} {r['expected_reason'] or ''}".strip()
+        got = f"{r['verdict']} {r['reason'] or ''}".strip()
+        print(f"{r['pair']:<28} {exp:<26} {got:<26} {'yes' if r['right'] else 'NO'}")
+    print()
+    print(f"{'pair':<20} {'capture/plain':>13} {'accordo x':>10} {'harness x':>10} {'error':>7} {'cv':>7}")
+    by_pair = {r["pair"]: r for r in speed}
+    for r in examples:
+        s = by_pair.get(r["pair"], {})
+        print(
+            f"{r['pair']:<20} {r['capture_ratio']:>13.2f} {s.get('accordo_speedup', float('nan')):>10.3f} "
+            f"{s.get('harness_speedup', float('nan')):>10.3f} {s.get('speedup_error', float('nan')):>7.2%} "
+            f"{s.get('speedup_cv') or float('nan'):>7.2%}"
+        )
+    print()
+    print(
+        f"device {result['device']}: verdicts right {result['verdicts_right']}, capture ratio "
+        f"{result['capture_ratio']} (target <= 1.5), speedup error {result['speedup_error']} "
+        f"(target <= 0.02), speedup cv {result['speedup_cv']} (target <= 0.01)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

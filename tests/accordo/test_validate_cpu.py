@@ -1,0 +1,72 @@
+"""The parts of `validate` that need no GPU: options, the CLI's errors, and how a crashed or hung
+candidate (recorded captures) becomes a verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accordo.capture import CaptureRun, read_capture
+from accordo.validate import ValidationOptions, _candidate_failure
+from intelliperf.cli import app
+
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "captures" / "block_sum"
+
+
+def recorded_run(name: str, status: str, returncode: int | None, message: str, stderr: str) -> CaptureRun:
+    capture = read_capture(RECORDED / f"{name}.bin")
+    return CaptureRun(status, returncode, None, message, "", stderr, stderr, 1.0, (capture,), capture)  # type: ignore[arg-type]
+
+
+def test_crashed_candidate_is_a_crash_verdict_with_its_stderr() -> None:
+    run = recorded_run(
+        "segfault", "crash", -11, "`bin/segfault` was killed by SIGSEGV (exit status -11)", "boom\n"
+    )
+    result = _candidate_failure("block_sum", run, ValidationOptions())
+    assert result is not None and not result.passed and result.failure == "crash"
+    assert "SIGSEGV" in result.reason and "boom" in result.reason
+    assert "(1 launch of the kernel captured before that)" in result.reason
+
+
+def test_hung_candidate_is_a_timeout_verdict() -> None:
+    capture = read_capture(RECORDED / "hang.bin")
+    launch = capture.launches[0]
+    assert launch.buffer(0, "before") is not None and launch.buffer(0, "after") is None
+    run = recorded_run("hang", "timeout", None, "`bin/hang` did not finish within 10 s and was killed", "")
+    result = _candidate_failure("block_sum", run, ValidationOptions())
+    assert result is not None and result.failure == "timeout" and "within 10 s" in result.reason
+
+
+def test_finished_candidate_is_not_judged_here() -> None:
+    run = recorded_run("fixed_good", "ok", 0, "exited with code 0", "")
+    assert _candidate_failure("block_sum", run, ValidationOptions()) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"atol": -1}, "atol"),
+        ({"calibration_runs": 0}, "calibration_runs"),
+        ({"runs": 1}, "runs"),
+        ({"element_type": "float128"}, "unknown element type"),
+        ({"timeout_s": 0}, "timeout_s"),
+    ],
+)
+def test_options_are_checked(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ValidationOptions(**kwargs)
+
+
+def test_cli_rejects_bad_options_before_running_anything() -> None:
+    runner = CliRunner()
+    base = ["validate", "-k", "block_sum", "--reference", "bin/ref", "--candidate", "bin/x"]
+    bad_type = runner.invoke(app, [*base, "--dtype", "float128"])
+    assert bad_type.exit_code == 2 and "unknown element type 'float128'" in bad_type.output
+    bad_quote = runner.invoke(app, ["validate", "-k", "k", "--reference", "'unclosed", "--candidate", "x"])
+    assert bad_quote.exit_code == 2 and "quotation" in bad_quote.output
+    bad_kernel = runner.invoke(app, ["validate", "-k", "k(", "--reference", "a", "--candidate", "b"])
+    assert bad_kernel.exit_code == 2 and "not a valid regex" in bad_kernel.output
+    one_run = runner.invoke(app, [*base, "--runs", "1"])
+    assert one_run.exit_code == 2
