@@ -55,6 +55,26 @@ def _diagnose_kernels(
     return diagnoses
 
 
+def project_relative(diagnoses: list[Diagnosis], workspace_dir: Path) -> list[Diagnosis]:
+    """Locations with files inside the workspace named relative to it (so, to the project): the
+    workspace is a scratch copy that is gone once the diagnosis ends. Other files (CUDA headers) stay."""
+    root = Path(workspace_dir).resolve()
+    out = []
+    for diagnosis in diagnoses:
+        locations = []
+        for location in diagnosis.locations:
+            path = Path(location.file)
+            try:
+                relative = path.resolve().relative_to(root) if path.is_absolute() else None
+            except ValueError:
+                relative = None
+            locations.append(
+                location if relative is None else location.model_copy(update={"file": str(relative)})
+            )
+        out.append(diagnosis.model_copy(update={"locations": locations}))
+    return out
+
+
 def run_diagnosis(
     spec: JobSpec, *, backend: GpuBackend, project: Path, progress: Progress | None = None
 ) -> Report:
@@ -101,7 +121,7 @@ def run_diagnosis(
         device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
         progress.done("counters", f"{counters_s:.1f} s")
         progress.start("diagnose", ", ".join(f.name for f in formulas))
-        diagnoses = _diagnose_kernels(formulas, top, profiles, warnings)
+        diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws)
         selection = select(spec.formula, top, diagnoses)
         found = sum(d.present for d in diagnoses)
         progress.done("diagnose", f"{found} bottleneck(s) found")

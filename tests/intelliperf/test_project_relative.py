@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from intelliperf.contract import Diagnosis
+from intelliperf.contract.report import SourceLocation
+from intelliperf.engine.diagnose import project_relative
+
+
+def diagnosis(*files: str) -> Diagnosis:
+    return Diagnosis(
+        kernel="k",
+        formula="bankConflict",
+        present=True,
+        severity="high",
+        estimated_saving_ns=1.0,
+        estimated_saving_fraction=0.5,
+        summary="s",
+        reasoning="r",
+        locations=[SourceLocation(file=f, line=3, share=0.5) for f in files],
+    )
+
+
+def test_workspace_files_become_project_relative(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    header = "/usr/local/cuda/include/sm_60_atomic_functions.hpp"
+    [out] = project_relative([diagnosis(str(ws / "src" / "k.cu"), header, "k.cu")], ws)
+    assert [loc.file for loc in out.locations] == ["src/k.cu", header, "k.cu"]
+    assert out.locations[0].line == 3 and out.kernel == "k"
