@@ -66,7 +66,7 @@ def judge(report: Report, example: dict, variant: str) -> dict:
         chosen = next(d for d in flagged if d.kernel == selected.kernel and d.formula == selected.formula)
         want = marker_line(EXAMPLES / example["name"] / example["source"], expected_formula)
         loc = chosen.locations[0] if chosen.locations else None
-        line_ok = loc is not None and loc.file.endswith("/" + example["source"]) and loc.line == want
+        line_ok = loc is not None and Path(loc.file).name == example["source"] and loc.line == want
     return {"kernel_ok": kernel_ok, "formula_ok": formula_ok, "line_ok": line_ok, "flagged": len(flagged)}
 
 
