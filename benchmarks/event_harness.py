@@ -293,6 +293,7 @@ class EventHarness:
         self._modules: list[int] = []
         self._allocations: list[int] = []
         self._spin: LoadedKernel | None = None
+        self._flush: tuple[int, int] | None = None  # (device pointer, bytes) of the L2-flush scratch
 
     # -- lifetime --------------------------------------------------------------------------------------
 
@@ -486,6 +487,15 @@ class EventHarness:
             None,
         )
 
+    def _flush_l2(self, nbytes: int, salt: int) -> None:
+        """Queue a memset of ``nbytes`` (more than the L2) so the next launch starts with a cold cache."""
+        if self._flush is None or self._flush[1] < nbytes:
+            ptr = _c_u64()
+            self.driver.call("cuMemAlloc", ctypes.byref(ptr), nbytes)
+            self._allocations.append(ptr.value)
+            self._flush = (ptr.value, nbytes)
+        self.driver.call("cuMemsetD8", self._flush[0], salt & 0xFF, nbytes)
+
     def _hold_gpu(self, ns: int) -> None:
         """Queue a kernel that keeps the GPU busy for ``ns`` nanoseconds (see _SPIN_PTX)."""
         if self._spin is None:
@@ -505,7 +515,9 @@ class EventHarness:
             return error
         return None
 
-    def time(self, prepared: PreparedLaunch, *, iterations: int = 200, warmup: int = 20) -> list[float]:
+    def time(
+        self, prepared: PreparedLaunch, *, iterations: int = 200, warmup: int = 20, flush_l2_bytes: int = 0
+    ) -> list[float]:
         """GPU time of each of ``iterations`` launches in ns, after ``warmup`` untimed launches.
 
         Every launch has its own start/end event pair on the legacy default stream (events created
@@ -528,6 +540,8 @@ class EventHarness:
                 self._launch(prepared)
             self._hold_gpu(1_000_000 + QUEUE_NS_PER_LAUNCH * iterations)
             for i in range(iterations):
+                if flush_l2_bytes:
+                    self._flush_l2(flush_l2_bytes, i)
                 driver.call("cuEventRecord", events[2 * i], None)
                 self._launch(prepared)
                 driver.call("cuEventRecord", events[2 * i + 1], None)
@@ -553,11 +567,13 @@ class EventHarness:
         rounds: int = 10,
         iterations: int = 50,
         warmup: int = 20,
+        flush_l2_bytes: int = 0,
     ) -> HarnessSpeedup:
         """Speedup of ``cand`` over ``ref``: ``rounds`` rounds of ``iterations`` timed launches each,
         alternating ref, cand, ref, cand, ... so that clock and thermal drift hit both alike. Both are
         warmed up with ``warmup`` launches first, and each round starts with one untimed launch (the
-        other kernel ran last)."""
+        other kernel ran last). ``flush_l2_bytes`` > 0 writes that many scratch bytes before every timed
+        launch (a cold L2, as in an application where other work runs between launches)."""
         if rounds < 1:
             raise ValueError("rounds must be at least 1")
         self.time(ref, iterations=1, warmup=warmup)
@@ -568,7 +584,7 @@ class EventHarness:
         cand_rounds: list[float] = []
         for _ in range(rounds):
             for prepared, samples, medians in ((ref, ref_all, ref_rounds), (cand, cand_all, cand_rounds)):
-                times = self.time(prepared, iterations=iterations, warmup=1)
+                times = self.time(prepared, iterations=iterations, warmup=1, flush_l2_bytes=flush_l2_bytes)
                 samples.extend(times)
                 medians.append(statistics.median(times))
         ref_median = statistics.median(ref_all)
