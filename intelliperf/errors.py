@@ -90,6 +90,12 @@ class ValidationError(IntelliPerfError):
     exit_code = 11
 
 
+class LlmError(IntelliPerfError):
+    """No key, an endpoint that refuses it or cannot be reached."""
+
+    exit_code = 12
+
+
 def tail(text: str | bytes | None, lines: int = 25) -> str:
     """The last lines of a process's output, decoded leniently, for error messages."""
     if text is None:
