@@ -2,7 +2,8 @@
 every launch of the kernels matching a regex before and after the kernel, and read the capture file.
 
 The file format is specified in accordo/native/FORMAT.md. Buffers are not copied when the file is read:
-``Buffer.data`` is a numpy uint8 view over a read-only memory map of the file.
+``Buffer.data`` is a numpy uint8 view over a read-only memory map of the file. A snapshot stored as a SAME
+record (its bytes equal an earlier snapshot's) is a ``Buffer`` over that earlier snapshot's bytes.
 """
 
 from __future__ import annotations
@@ -37,14 +38,12 @@ MAGIC = b"ACCORDO1"
 VERSION = 1
 NO_LAUNCH = 0xFFFFFFFFFFFFFFFF
 
-REC_LAUNCH, REC_BUFFER, REC_TIME, REC_ERROR, REC_END = 1, 2, 3, 4, 5
+REC_LAUNCH, REC_BUFFER, REC_TIME, REC_ERROR, REC_END, REC_SAME = 1, 2, 3, 4, 5, 6
 PARAM_KINDS = {0: "scalar", 1: "pointer", 2: "unavailable"}
 PHASES = {0: "before", 1: "after"}
 
 _FILE_HEADER = struct.Struct("<8sII")
 _RECORD_HEADER = struct.Struct("<IIQ")
-_BUFFER_HEADER = struct.Struct("<QIIQQ")
-_TIME = struct.Struct("<QQQ")
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,10 @@ class Param:
 
 @dataclass(frozen=True)
 class Buffer:
-    """A snapshot of one allocation (or its capped window, from ``base`` on) before or after a kernel."""
+    """A snapshot of one allocation (or its capped window, from ``base`` on) before or after a kernel.
+
+    ``file_offset`` is where its bytes are in the file: snapshots written as SAME records share the bytes
+    (and the offset) of the snapshot they repeat."""
 
     seq: int
     param_index: int
@@ -276,6 +278,7 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
         raise ProfileError(f"{path} is a capture of format version {version}; this reader knows {VERSION}")
 
     launches: dict[int, _LaunchBuilder] = {}
+    snapshots: dict[tuple[int, int, int], Buffer] = {}  # (seq, param_index, phase) -> its bytes
     errors: list[CaptureError] = []
     complete = truncated = False
     pos = _FILE_HEADER.size
@@ -300,7 +303,30 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
             seq, param_index, phase, base, nbytes = p.take("QIIQQ")
             if phase not in PHASES or seq not in launches or nbytes != end - p.pos:
                 raise ProfileError(f"corrupt capture file: {what} is inconsistent")
-            launches[seq].buffers.append(Buffer(seq, param_index, PHASES[phase], base, nbytes, p.pos, data))
+            buf = Buffer(seq, param_index, PHASES[phase], base, nbytes, p.pos, data)
+            launches[seq].buffers.append(buf)
+            snapshots[(seq, param_index, phase)] = buf
+        elif rtype == REC_SAME:
+            seq, param_index, phase, base, nbytes, same_seq, same_index, same_phase = p.take("QIIQQQII")
+            if p.pos != end:
+                raise ProfileError(
+                    f"corrupt capture file: {what} has {end - p.pos} unexpected trailing bytes"
+                )
+            if phase not in PHASES or seq not in launches:
+                raise ProfileError(f"corrupt capture file: {what} is inconsistent")
+            same = snapshots.get((same_seq, same_index, same_phase))
+            if same is None:
+                raise ProfileError(
+                    f"corrupt capture file: {what} repeats launch {same_seq} parameter {same_index} "
+                    f"phase {same_phase}, which no earlier record holds"
+                )
+            if same.nbytes != nbytes:
+                raise ProfileError(
+                    f"corrupt capture file: {what} has {nbytes} bytes, the record it repeats {same.nbytes}"
+                )
+            buf = Buffer(seq, param_index, PHASES[phase], base, nbytes, same.file_offset, data)
+            launches[seq].buffers.append(buf)
+            snapshots[(seq, param_index, phase)] = buf
         elif rtype == REC_TIME:
             seq, start_ns, end_ns = p.take("QQQ")
             if seq in launches:

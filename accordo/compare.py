@@ -207,6 +207,8 @@ def _first_byte_difference(pair: _Pair, which: str) -> int | None:
     """First byte where the candidate's ``which`` snapshot differs from the reference's where all reference
     runs agree (which='before'), or where the candidate's after differs from its before (which='kept')."""
     size = pair.cand_before.nbytes
+    if which == "kept" and _same_bytes(pair.cand_before, pair.cand_after):
+        return None
     for offset, count in _chunks(size, 1):
         if which == "before":
             refs = [_raw(b, 1, offset, count) for b in pair.refs_before]
@@ -222,11 +224,19 @@ def _first_byte_difference(pair: _Pair, which: str) -> int | None:
     return None
 
 
+def _same_bytes(a: Buffer, b: Buffer) -> bool:
+    if a.nbytes != b.nbytes:
+        return False
+    if a._map is b._map and a.file_offset == b.file_offset:  # one snapshot recorded as a repeat of the other
+        return True
+    return all(
+        np.array_equal(_raw(a, 1, offset, count), _raw(b, 1, offset, count))
+        for offset, count in _chunks(a.nbytes, 1)
+    )
+
+
 def _reference_writes(pair: _Pair) -> bool:
-    for before, after in zip(pair.refs_before, pair.refs_after, strict=True):
-        if before.nbytes != after.nbytes or before.data.tobytes() != after.data.tobytes():
-            return True
-    return False
+    return not all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
 
 
 @dataclass

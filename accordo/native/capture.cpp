@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -17,13 +18,13 @@
 #include "dispatch.h"
 #include "log.h"
 #include "names.h"
+#include "snapshot.h"
 
 namespace accordo {
 
 namespace {
 
-constexpr size_t kMaxParams = 4096;                // kernel parameters are at most 32 KB
-constexpr size_t kStagingBytes = size_t{64} << 20;  // device-to-host copies go through this many bytes
+constexpr size_t kMaxParams = 4096;  // kernel parameters are at most 32 KB
 
 struct KernelEntry {
   std::string demangled;
@@ -52,6 +53,30 @@ struct LaunchArgs {
   bool per_thread = false;
 };
 
+// Snapshot copies through the CUDA driver: cuMemcpyDtoHAsync on the current context's legacy default
+// stream (the GPU is idle: the caller synchronized the context), into memory page-locked with
+// cuMemHostRegister. The library owns that memory: if its context is destroyed (cudaDeviceReset), the
+// registration goes with it and later copies simply run at pageable speed.
+class DriverCopier final : public DeviceCopier {
+ public:
+  std::string pin(void* p, size_t nbytes) override {
+    const CUresult r = drv::mem_host_register(p, nbytes, CU_MEMHOSTREGISTER_PORTABLE);
+    return r == CUDA_SUCCESS ? std::string() : drv::describe("cuMemHostRegister", r);
+  }
+  void unpin(void* p) override {
+    const CUresult r = drv::mem_host_unregister(p);
+    if (r != CUDA_SUCCESS) log_error("%s", drv::describe("cuMemHostUnregister", r).c_str());
+  }
+  std::string start_copy(void* dst, uint64_t src, size_t nbytes) override {
+    const CUresult r = drv::memcpy_dtoh_async(dst, static_cast<CUdeviceptr>(src), nbytes, nullptr);
+    return r == CUDA_SUCCESS ? std::string() : drv::describe("cuMemcpyDtoHAsync", r);
+  }
+  std::string wait_copy() override {
+    const CUresult r = drv::stream_synchronize(nullptr);
+    return r == CUDA_SUCCESS ? std::string() : drv::describe("cuStreamSynchronize after cuMemcpyDtoHAsync", r);
+  }
+};
+
 struct State {
   Config config;
   std::regex regex;
@@ -60,7 +85,8 @@ struct State {
   CaptureFile file;
   std::unordered_map<std::string, KernelEntry> kernels;
   uint64_t next_seq = 0;
-  std::vector<uint8_t> staging;
+  DriverCopier copier;
+  std::unique_ptr<SnapshotWriter> snapshots;
   bool finished = false;
 
   std::mutex time_mutex;  // guards the timing hand-off from the activity thread
@@ -163,31 +189,7 @@ void drain_times() {
 }
 
 void snapshot(uint64_t seq, const std::vector<Snapshot>& snapshots, uint32_t phase) {
-  if (g->staging.empty()) g->staging.resize(kStagingBytes);
-  for (const Snapshot& s : snapshots) {
-    g->file.begin_buffer(seq, s.param_index, phase, s.start, s.nbytes);
-    CUresult failure = CUDA_SUCCESS;
-    uint64_t failed_at = 0;
-    for (uint64_t done = 0; done < s.nbytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kStagingBytes, s.nbytes - done));
-      if (failure == CUDA_SUCCESS) {
-        failure = drv::memcpy_dtoh(g->staging.data(), s.start + done, n);
-        if (failure != CUDA_SUCCESS) failed_at = done;
-      }
-      if (failure == CUDA_SUCCESS) {
-        g->file.write_data(g->staging.data(), n);
-      } else {
-        g->file.write_zeros(n);
-      }
-      done += n;
-    }
-    if (failure != CUDA_SUCCESS) {
-      g->file.write_error(seq, drv::describe("cuMemcpyDtoH", failure) + " copying parameter " +
-                                   std::to_string(s.param_index) + (phase == 0 ? " before" : " after") +
-                                   " the kernel; bytes from offset " + std::to_string(failed_at) +
-                                   " on are zeros");
-    }
-  }
+  for (const Snapshot& s : snapshots) g->snapshots->write(seq, s.param_index, phase, s.start, s.nbytes);
 }
 
 void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
@@ -343,6 +345,9 @@ bool capture_start(const Config& config) {
   g = new State();
   g->config = config;
   if (!g->file.open(config.output)) return false;
+  SnapshotOptions options;
+  options.dedupe = config.dedupe;
+  g->snapshots = std::make_unique<SnapshotWriter>(g->file, g->copier, options);
   try {
     g->regex = std::regex(config.kernel_regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
@@ -381,6 +386,14 @@ void capture_finish() {
   g->finished = true;
   drain_times();
   g->file.finish();
+  if (g->config.stats) {
+    const SnapshotStats& s = g->snapshots->stats();
+    log_error("capture stats: %llu snapshots (%llu SAME) took %.3f s: %.3f GB copied (%.3f s waiting for "
+              "copies), %.3f GB compared (%.3f s), %.3f GB written (%.3f s), mapping back %.3f s",
+              static_cast<unsigned long long>(s.snapshots), static_cast<unsigned long long>(s.same), s.total_s,
+              static_cast<double>(s.copied_bytes) / 1e9, s.wait_s, static_cast<double>(s.compared_bytes) / 1e9,
+              s.compare_s, static_cast<double>(s.written_bytes) / 1e9, s.write_s, s.map_s);
+  }
 }
 
 }  // namespace accordo

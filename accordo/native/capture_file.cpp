@@ -1,5 +1,8 @@
 #include "capture_file.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -11,7 +14,7 @@ namespace accordo {
 
 namespace {
 
-enum RecordType : uint32_t { kLaunch = 1, kBuffer = 2, kTime = 3, kError = 4, kEnd = 5 };
+enum RecordType : uint32_t { kLaunch = 1, kBuffer = 2, kTime = 3, kError = 4, kEnd = 5, kSame = 6 };
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T value) {
@@ -26,9 +29,13 @@ void put_string(std::vector<uint8_t>& out, const std::string& text) {
 
 }  // namespace
 
+FileBytes::~FileBytes() {
+  if (munmap(map_, map_bytes_) != 0) log_error("munmap of the capture file failed: %s", std::strerror(errno));
+}
+
 bool CaptureFile::open(const std::string& path) {
   path_ = path;
-  file_ = std::fopen(path.c_str(), "wb");
+  file_ = std::fopen(path.c_str(), "w+b");  // readable too: read_back() maps earlier records
   if (file_ == nullptr) {
     log_error("cannot open %s for writing: %s", path.c_str(), std::strerror(errno));
     return false;
@@ -49,7 +56,9 @@ void CaptureFile::raw(const void* data, size_t nbytes) {
   if (std::fwrite(data, 1, nbytes, file_) != nbytes) {
     failed_ = true;
     log_error("writing %s failed: %s; no further captures are recorded", path_.c_str(), std::strerror(errno));
+    return;
   }
+  position_ += nbytes;
 }
 
 void CaptureFile::record_header(uint32_t type, uint64_t payload_bytes) {
@@ -84,14 +93,53 @@ void CaptureFile::write_launch(const LaunchInfo& launch) {
   raw(payload.data(), payload.size());
 }
 
-void CaptureFile::begin_buffer(uint64_t seq, uint32_t param_index, uint32_t phase, uint64_t base,
-                               uint64_t nbytes) {
+uint64_t CaptureFile::begin_buffer(const RecordRef& record, uint64_t base, uint64_t nbytes) {
   record_header(kBuffer, 8 + 4 + 4 + 8 + 8 + nbytes);
-  raw(&seq, sizeof(seq));
-  raw(&param_index, sizeof(param_index));
-  raw(&phase, sizeof(phase));
+  raw(&record.seq, sizeof(record.seq));
+  raw(&record.param_index, sizeof(record.param_index));
+  raw(&record.phase, sizeof(record.phase));
   raw(&base, sizeof(base));
   raw(&nbytes, sizeof(nbytes));
+  return position_;
+}
+
+void CaptureFile::write_same(const RecordRef& record, uint64_t base, uint64_t nbytes, const RecordRef& same) {
+  record_header(kSame, 48);
+  raw(&record.seq, sizeof(record.seq));
+  raw(&record.param_index, sizeof(record.param_index));
+  raw(&record.phase, sizeof(record.phase));
+  raw(&base, sizeof(base));
+  raw(&nbytes, sizeof(nbytes));
+  raw(&same.seq, sizeof(same.seq));
+  raw(&same.param_index, sizeof(same.param_index));
+  raw(&same.phase, sizeof(same.phase));
+}
+
+std::unique_ptr<FileBytes> CaptureFile::read_back(uint64_t offset, uint64_t nbytes, std::string& problem) {
+  if (!ok()) {
+    problem = "the file is not writable";
+    return nullptr;
+  }
+  if (nbytes == 0 || offset > position_ || nbytes > position_ - offset) {
+    problem = "bytes " + std::to_string(offset) + "+" + std::to_string(nbytes) + " are not in the file";
+    return nullptr;
+  }
+  flush();
+  if (!ok()) {
+    problem = "flushing failed";
+    return nullptr;
+  }
+  const long page_size = sysconf(_SC_PAGESIZE);
+  const uint64_t page = page_size > 0 ? static_cast<uint64_t>(page_size) : 4096;
+  const uint64_t aligned = offset - offset % page;
+  const size_t skip = static_cast<size_t>(offset - aligned);
+  const size_t length = static_cast<size_t>(nbytes) + skip;
+  void* map = mmap(nullptr, length, PROT_READ, MAP_SHARED, fileno(file_), static_cast<off_t>(aligned));
+  if (map == MAP_FAILED) {
+    problem = std::string("mmap failed: ") + std::strerror(errno);
+    return nullptr;
+  }
+  return std::make_unique<FileBytes>(map, length, skip);
 }
 
 void CaptureFile::write_data(const void* data, size_t nbytes) { raw(data, nbytes); }

@@ -2,8 +2,10 @@
 // Write failures are reported once on stderr; afterwards every write is a no-op.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,29 @@ struct LaunchInfo {
   std::vector<ParamInfo> params;
 };
 
+// Names a BUFFER or SAME record: the launch, the parameter, the phase (0 before, 1 after the kernel).
+struct RecordRef {
+  uint64_t seq = 0;
+  uint32_t param_index = 0;
+  uint32_t phase = 0;
+};
+
+// Bytes already written to the capture file, mapped read-only; unmapped when destroyed.
+class FileBytes {
+ public:
+  FileBytes(void* map, size_t map_bytes, size_t skip) : map_(map), map_bytes_(map_bytes), skip_(skip) {}
+  ~FileBytes();
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  const uint8_t* data() const { return static_cast<const uint8_t*>(map_) + skip_; }
+  size_t size() const { return map_bytes_ - skip_; }
+
+ private:
+  void* map_;
+  size_t map_bytes_;
+  size_t skip_;
+};
+
 class CaptureFile {
  public:
   static constexpr uint64_t kNoLaunch = ~uint64_t{0};  // ERROR record not tied to a launch
@@ -38,10 +63,16 @@ class CaptureFile {
   bool ok() const { return file_ != nullptr && !failed_; }
 
   void write_launch(const LaunchInfo& launch);
-  // Writes a BUFFER record header; the caller then supplies exactly `nbytes` via write_data().
-  void begin_buffer(uint64_t seq, uint32_t param_index, uint32_t phase, uint64_t base, uint64_t nbytes);
+  // Writes a BUFFER record header; the caller then supplies exactly `nbytes` via write_data() and
+  // write_zeros(). Returns the file offset of the first data byte.
+  uint64_t begin_buffer(const RecordRef& record, uint64_t base, uint64_t nbytes);
   void write_data(const void* data, size_t nbytes);
   void write_zeros(size_t nbytes);
+  // A SAME record: `record`'s nbytes from `base` equal the bytes of the earlier record `same`.
+  void write_same(const RecordRef& record, uint64_t base, uint64_t nbytes, const RecordRef& same);
+  // The `nbytes` written at `offset` (flushes first); nullptr, with `problem` set, when they cannot be
+  // mapped (the output is not a regular file, or mmap fails).
+  std::unique_ptr<FileBytes> read_back(uint64_t offset, uint64_t nbytes, std::string& problem);
   void write_time(uint64_t seq, uint64_t start_ns, uint64_t end_ns);
   void write_error(uint64_t seq, const std::string& message);
   void flush();
@@ -54,6 +85,7 @@ class CaptureFile {
   std::FILE* file_ = nullptr;
   std::string path_;
   bool failed_ = false;
+  uint64_t position_ = 0;  // bytes written so far
 };
 
 }  // namespace accordo

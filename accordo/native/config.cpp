@@ -68,6 +68,13 @@ bool load_config(Config& config) {
         config.max_bytes = value;
       }
     }
+    const std::string dedupe = env("ACCORDO_DEDUP");
+    if (dedupe == "0") {
+      config.dedupe = false;
+    } else if (!dedupe.empty() && dedupe != "1") {
+      log_error("ACCORDO_DEDUP='%s' is neither 0 nor 1; using 1", dedupe.c_str());
+    }
+    config.stats = env("ACCORDO_STATS") == "1";
   }
   return true;
 }

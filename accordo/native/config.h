@@ -3,6 +3,8 @@
 //   ACCORDO_OUTPUT     output path (required); "%p" in it is replaced by the process id
 //   ACCORDO_KERNEL     capture: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
+//   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
+//   ACCORDO_STATS      capture: 1 prints where the snapshots' time went on stderr at exit (default 0)
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,8 @@ struct Config {
   std::string output;
   std::string kernel_regex;
   uint64_t max_bytes = uint64_t{2} << 30;
+  bool dedupe = true;
+  bool stats = false;
 };
 
 // Fills `config` from the environment. On an unusable configuration prints why and returns false.

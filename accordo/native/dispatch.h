@@ -4,7 +4,7 @@
 // CUDA_ERROR_NOT_FOUND after printing "accordo: cannot resolve driver function <name>: ...".
 //
 // Symbol names go through ACCORDO_STR so that cuda.h's versioning macros apply
-// (cuMemcpyDtoH -> cuMemcpyDtoH_v2, cuMemGetAddressRange -> cuMemGetAddressRange_v2).
+// (cuMemcpyDtoHAsync -> cuMemcpyDtoHAsync_v2, cuMemGetAddressRange -> cuMemGetAddressRange_v2).
 #pragma once
 
 #include <cuda.h>
@@ -36,9 +36,17 @@ inline CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdevicep
   ACCORDO_DRIVER_CALL(cuMemGetAddressRange, base, size, ptr);
 }
 
-inline CUresult memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes) {
-  ACCORDO_DRIVER_CALL(cuMemcpyDtoH, dst, src, bytes);
+inline CUresult memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  ACCORDO_DRIVER_CALL(cuMemcpyDtoHAsync, dst, src, bytes, stream);
 }
+
+inline CUresult stream_synchronize(CUstream stream) { ACCORDO_DRIVER_CALL(cuStreamSynchronize, stream); }
+
+inline CUresult mem_host_register(void* p, size_t bytes, unsigned int flags) {
+  ACCORDO_DRIVER_CALL(cuMemHostRegister, p, bytes, flags);
+}
+
+inline CUresult mem_host_unregister(void* p) { ACCORDO_DRIVER_CALL(cuMemHostUnregister, p); }
 
 inline CUresult func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
   ACCORDO_DRIVER_CALL(cuFuncGetParamInfo, f, index, offset, size);

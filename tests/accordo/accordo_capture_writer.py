@@ -48,6 +48,11 @@ def buffer(seq: int, param_index: int, phase: int, base: int, data: bytes) -> by
     return record(2, struct.pack("<QIIQQ", seq, param_index, phase, base, len(data)) + data)
 
 
+def same(seq: int, param_index: int, phase: int, base: int, nbytes: int, of: tuple[int, int, int]) -> bytes:
+    """A SAME record: this snapshot's bytes equal those of the earlier record ``of`` = (seq, param, phase)."""
+    return record(6, struct.pack("<QIIQQQII", seq, param_index, phase, base, nbytes, *of))
+
+
 def time(seq: int, start: int, end: int) -> bytes:
     return record(3, struct.pack("<QQQ", seq, start, end))
 
@@ -64,10 +69,12 @@ def end() -> bytes:
 @dataclass
 class ScaleCapture:
     """A capture of `scale(const float* in, float* out, int n)` launched `launches` times, in the order the
-    native library writes it (TIME records at the end)."""
+    native library writes it (TIME records at the end). With ``dedupe``, every snapshot equal to the
+    previous one of its allocation is a SAME record naming that previous record (so SAME records chain)."""
 
     n: int = 10
     launches: int = 2
+    dedupe: bool = False
     parts: list[bytes] = field(default_factory=list)
 
     def build(self, *, with_end: bool = True) -> bytes:
@@ -77,6 +84,15 @@ class ScaleCapture:
         x = np.arange(self.n, dtype=np.float32) * 0.5
         out = np.zeros(self.n, dtype=np.float32)
         blob = file_header()
+        last: dict[int, tuple[tuple[int, int, int], bytes]] = {}  # base -> (record, bytes) written last
+
+        def snapshot(seq: int, param: int, phase: int, base: int, data: bytes) -> bytes:
+            previous = last.get(base)
+            last[base] = ((seq, param, phase), data)
+            if self.dedupe and previous is not None and previous[1] == data:
+                return same(seq, param, phase, base, len(data), previous[0])
+            return buffer(seq, param, phase, base, data)
+
         for i in range(self.launches):
             params = [
                 P(0, 0, 8, 1, pointer=(base_in, base_in, 4 * self.n)),
@@ -84,9 +100,9 @@ class ScaleCapture:
                 P(2, 16, 4, 0, raw=struct.pack("<i", self.n)),
             ]
             blob += launch(i, i, "_Z5scalePKfPfi", "scale(float const*, float*, int)", params)
-            blob += buffer(i, 0, 0, base_in, x.tobytes()) + buffer(i, 1, 0, base_out, out.tobytes())
+            blob += snapshot(i, 0, 0, base_in, x.tobytes()) + snapshot(i, 1, 0, base_out, out.tobytes())
             out = 2 * x + 1
-            blob += buffer(i, 0, 1, base_in, x.tobytes()) + buffer(i, 1, 1, base_out, out.tobytes())
+            blob += snapshot(i, 0, 1, base_in, x.tobytes()) + snapshot(i, 1, 1, base_out, out.tobytes())
         for i in range(self.launches):
             blob += time(i, 1000 * i, 1000 * i + 250)
         if with_end:

@@ -1,5 +1,8 @@
 // Drives libaccordo's writer code without a GPU: `json <out>` writes escaped test strings as a JSON
-// array; `capture <out>` writes a capture file through CaptureFile.
+// array; `capture <out>` writes a capture file through CaptureFile; `snapshot[-nodedupe|-unpinned] <out>`
+// writes the script of test_native_cpu.py's snapshot tests through SnapshotWriter, with host memory as
+// the device.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -7,9 +10,114 @@
 
 #include "capture_file.h"
 #include "json_out.h"
+#include "snapshot.h"
+
+namespace {
+
+// "Device" addresses are host addresses. A copy touching [bad_start, bad_end) fails when it starts
+// (fail_wait false) or when it is waited for (fail_wait true).
+class FakeDevice final : public accordo::DeviceCopier {
+ public:
+  bool pin_fails = false;
+  uint64_t bad_start = 0, bad_end = 0;
+  bool fail_wait = false;
+  int pinned = 0;
+
+  std::string pin(void*, size_t) override {
+    if (pin_fails) return "fake pinning failed";
+    ++pinned;
+    return "";
+  }
+  void unpin(void*) override { --pinned; }
+  std::string start_copy(void* dst, uint64_t src, size_t nbytes) override {
+    if (outstanding_) return "two copies outstanding";
+    const bool bad = src < bad_end && src + nbytes > bad_start;
+    if (bad && !fail_wait) return "fake copy failed";
+    outstanding_ = true;
+    wait_fails_ = bad;
+    if (!bad) std::memcpy(dst, reinterpret_cast<const void*>(src), nbytes);
+    return "";
+  }
+  std::string wait_copy() override {
+    if (!outstanding_) return "no copy outstanding";
+    outstanding_ = false;
+    return wait_fails_ ? "fake wait failed" : "";
+  }
+
+ private:
+  bool outstanding_ = false;
+  bool wait_fails_ = false;
+};
+
+accordo::ParamInfo pointer_param(uint32_t index, const std::vector<uint8_t>& memory) {
+  accordo::ParamInfo p;
+  p.index = index, p.offset = 8 * index, p.size = 8, p.kind = accordo::ParamKind::Pointer;
+  p.value = p.alloc_base = reinterpret_cast<uint64_t>(memory.data());
+  p.alloc_size = memory.size();
+  return p;
+}
+
+// The script; test_native_cpu.py replays it on numpy arrays.
+int snapshot_script(const char* path, bool dedupe, bool pin_fails) {
+  std::vector<uint8_t> a(1000), b(1000), c(8);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 13 + 1);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i + 1);
+  const auto addr = [](const std::vector<uint8_t>& v) { return reinterpret_cast<uint64_t>(v.data()); };
+
+  accordo::CaptureFile file;
+  if (!file.open(path)) return 1;
+  FakeDevice device;
+  device.pin_fails = pin_fails;
+  accordo::SnapshotOptions options;
+  options.dedupe = dedupe;
+  options.chunk_bytes = 256;
+  options.threads = 3;
+  options.min_slice = 16;
+  options.max_mapped_bytes = 1500;  // one of the 1000-byte ranges stays mapped: the others are remapped
+  {
+    accordo::SnapshotWriter writer(file, device, options);
+    const auto snap = [&](uint64_t seq, uint32_t param, uint32_t phase, const std::vector<uint8_t>& v) {
+      writer.write(seq, param, phase, addr(v), v.size());
+    };
+    for (uint64_t seq = 0; seq < 4; ++seq) {
+      accordo::LaunchInfo launch;
+      launch.launch_index = seq;
+      launch.seq = seq;
+      launch.name = launch.demangled = "k";
+      launch.params = {pointer_param(0, a), pointer_param(1, b), pointer_param(2, c)};
+      file.write_launch(launch);
+    }
+    // launch 0: everything new; B changes in its last chunk
+    snap(0, 0, 0, a), snap(0, 1, 0, b), snap(0, 2, 0, c);
+    b[900] ^= 0xff;
+    snap(0, 0, 1, a), snap(0, 1, 1, b), snap(0, 2, 1, c);
+    // launch 1: B changes in its first chunk
+    snap(1, 0, 0, a), snap(1, 1, 0, b);
+    b[0] ^= 0xff;
+    snap(1, 0, 1, a), snap(1, 1, 1, b);
+    // launch 2: the copy of B's third chunk fails to start; A's second chunk fails when waited for
+    device.bad_start = addr(b) + 600, device.bad_end = addr(b) + 601;
+    snap(2, 1, 0, b);
+    device.bad_start = addr(a) + 300, device.bad_end = addr(a) + 301, device.fail_wait = true;
+    snap(2, 0, 1, a);
+    device.bad_start = device.bad_end = 0, device.fail_wait = false;
+    snap(2, 1, 1, b);
+    // launch 3: B equals launch 2's after; A is new again after its failed copy
+    snap(3, 1, 0, b), snap(3, 0, 0, a);
+  }
+  if (device.pinned != 0) return 3;
+  file.finish();
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
+  if (std::strcmp(argv[1], "snapshot") == 0) return snapshot_script(argv[2], true, false);
+  if (std::strcmp(argv[1], "snapshot-nodedupe") == 0) return snapshot_script(argv[2], false, false);
+  if (std::strcmp(argv[1], "snapshot-unpinned") == 0) return snapshot_script(argv[2], true, true);
   if (std::strcmp(argv[1], "json") == 0) {
     const std::vector<std::string> cases = {
         "plain",
@@ -49,10 +157,10 @@ int main(int argc, char** argv) {
     launch.params = {in, out, n, gone};
     file.write_launch(launch);
     const float before[4] = {1, 2, 3, 4};
-    file.begin_buffer(0, 0, 0, 0x7000, sizeof(before));
+    file.begin_buffer({0, 0, 0}, 0x7000, sizeof(before));
     file.write_data(before, 8);
     file.write_data(before + 2, 8);
-    file.begin_buffer(0, 0, 1, 0x7000, 16);
+    file.begin_buffer({0, 0, 1}, 0x7000, 16);
     file.write_zeros(16);
     file.write_error(0, "copy failed \xc3\xa9");
     file.write_time(0, 100, 350);

@@ -17,6 +17,7 @@ from accordo_capture_writer import (
     file_header,
     launch,
     record,
+    same,
     time,
 )
 
@@ -128,6 +129,74 @@ def test_deduplicated_allocation(tmp_path: Path) -> None:
     assert x.params[1].alloc_offset == 32
     assert shared.view(np.uint8, byte_offset=x.params[1].alloc_offset)[0] == 32
     assert x.buffer(2, "before") is None
+
+
+def test_same_records_resolve_to_the_bytes_they_repeat(tmp_path: Path) -> None:
+    full = read_capture(write(tmp_path, ScaleCapture(n=100, launches=3).build(), "full.bin"))
+    blob = ScaleCapture(n=100, launches=3, dedupe=True).build()
+    assert blob.count(struct.pack("<IIQ", 6, 0, 48)) == 9  # all but 3 of the 12 snapshots
+    cap = read_capture(write(tmp_path, blob, "same.bin"))
+    assert cap.complete and not cap.truncated
+    for a, b in zip(full.launches, cap.launches, strict=True):
+        assert b.complete
+        assert [(x.seq, x.param_index, x.phase, x.base, x.nbytes) for x in a.buffers] == [
+            (x.seq, x.param_index, x.phase, x.base, x.nbytes) for x in b.buffers
+        ]
+        for x, y in zip(a.buffers, b.buffers, strict=True):
+            assert x.tobytes() == y.tobytes()
+            np.testing.assert_array_equal(x.view(np.float32), y.view(np.float32))
+    first, _, third = cap.launches
+    # launch 2's "before" of out repeats launch 1's "after", a SAME of launch 0's "after": a chain
+    out_before, out_after = third.buffer(1, "before"), first.buffer(1, "after")
+    assert out_before is not None and out_after is not None
+    assert out_before.file_offset == out_after.file_offset and out_before.seq == 2
+    in_after, in_before = third.buffer(0, "after"), first.buffer(0, "before")
+    assert in_after is not None and in_before is not None
+    assert in_after.file_offset == in_before.file_offset and in_after.phase == "after"
+    assert in_after.data.base is not None  # still a view over the map
+
+
+def _same_blob(*tail: bytes) -> bytes:
+    params = [P(0, 0, 8, 1, pointer=(0x1000, 0x1000, 16))]
+    return (
+        file_header()
+        + launch(0, 0, "k", "k", params)
+        + buffer(0, 0, 0, 0x1000, bytes(range(16)))
+        + b"".join(tail)
+    )
+
+
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (_same_blob(same(0, 0, 1, 0x1000, 16, (0, 0, 1))), "no earlier record holds"),  # itself
+        (_same_blob(same(0, 0, 1, 0x1000, 16, (7, 0, 0))), "no earlier record holds"),
+        (_same_blob(same(0, 0, 1, 0x1000, 16, (0, 0, 5))), "no earlier record holds"),
+        (_same_blob(same(0, 0, 1, 0x1000, 8, (0, 0, 0))), "the record it repeats 16"),
+        (_same_blob(same(3, 0, 1, 0x1000, 16, (0, 0, 0))), "inconsistent"),
+        (_same_blob(same(0, 0, 2, 0x1000, 16, (0, 0, 0))), "inconsistent"),
+        (_same_blob(record(6, same(0, 0, 1, 0x1000, 16, (0, 0, 0))[16:40])), "shorter"),
+        (_same_blob(record(6, same(0, 0, 1, 0x1000, 16, (0, 0, 0))[16:] + b"!")), "trailing"),
+        # a forward reference: the BUFFER it names comes later
+        (_same_blob(same(0, 0, 1, 0x1000, 16, (0, 1, 1)), buffer(0, 1, 1, 0x1000, bytes(16))), "no earlier"),
+    ],
+)
+def test_corrupt_same_records(tmp_path: Path, blob: bytes, message: str) -> None:
+    with pytest.raises(ProfileError, match="corrupt capture file.*" + message):
+        read_capture(write(tmp_path, blob))
+
+
+def test_truncated_same_record(tmp_path: Path) -> None:
+    blob = _same_blob(same(0, 0, 1, 0x1000, 16, (0, 0, 0)))
+    ok = read_capture(write(tmp_path, blob + end()))
+    (x,) = ok.launches
+    assert x.complete and x.buffer(0, "after") is not None
+    for cut in (1, 20, 63):  # inside the record header, inside the payload, one byte short
+        cap = read_capture(write(tmp_path, blob[:-cut]))
+        assert cap.truncated and not cap.complete
+        (x,) = cap.launches
+        assert x.buffer(0, "before") is not None and x.buffer(0, "after") is None
+        assert not x.complete
 
 
 def test_unknown_record_types_are_skipped(tmp_path: Path) -> None:

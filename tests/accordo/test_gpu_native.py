@@ -88,6 +88,46 @@ def test_capture_scale(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> N
     assert first_out is not None and not first_out.data.any()  # cudaMemset(out, 0) before the first launch
 
 
+@pytest.mark.parametrize("dedupe", [True, False])
+def test_capture_large_buffers(sample_app: Path, accordo_lib: Path, tmp_path: Path, dedupe: bool) -> None:
+    """20 MB buffers: copied in two chunks through the staging buffers; with deduplication the unchanged
+    snapshots are SAME records sharing the bytes of the snapshot they repeat."""
+    n = 5_000_000
+    out_dir = tmp_path / "out"
+    run = run_capture(
+        [str(sample_app), "ok", str(n)],
+        kernel_regex=r"^scale\(",
+        cwd=tmp_path,
+        env={"ACCORDO_DEDUP": "1" if dedupe else "0"},
+        timeout_s=120,
+        library=accordo_lib,
+        output_dir=out_dir,
+    )
+    assert run.status == "ok", run.stderr
+    assert "accordo:" not in run.stderr, run.stderr
+    cap = run.capture
+    assert cap is not None and cap.complete and cap.errors == ()
+    x_host = np.arange(n, dtype=np.float32) * 0.5
+    offsets = set()
+    for launch in cap.launches:
+        assert launch.complete
+        before_in, after_in = launch.buffer(0, "before"), launch.buffer(0, "after")
+        before_out, after_out = launch.buffer(1, "before"), launch.buffer(1, "after")
+        assert before_in and after_in and before_out and after_out
+        np.testing.assert_array_equal(before_in.view(np.float32), x_host)
+        np.testing.assert_array_equal(after_in.view(np.float32), x_host)
+        np.testing.assert_array_equal(after_out.view(np.float32), 2 * x_host + 1)
+        offsets |= {b.file_offset for b in launch.buffers}
+    assert not cap.launches[0].buffer(1, "before").data.any()
+    (path,) = out_dir.glob("capture-*.bin")
+    if dedupe:  # in, zeros, 2x+1: three BUFFER records; the nine other snapshots repeat them
+        assert len(offsets) == 3
+        assert 12 * n < path.stat().st_size < 13 * n
+    else:
+        assert len(offsets) == 12
+        assert path.stat().st_size > 48 * n
+
+
 def test_capture_max_bytes(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
     run = run_capture(
         [str(sample_app), "ok", "1000"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory, accordo_lib: Path) -> Path
         f"-I{SOURCE_DIR}", f"-I{home / 'include'}",
         str(HERE / "native_harness.cpp"),
         str(SOURCE_DIR / "json_out.cpp"), str(SOURCE_DIR / "capture_file.cpp"), str(SOURCE_DIR / "log.cpp"),
-        "-o", str(out), f"-L{home / 'lib64'}", f"-Wl,-rpath,{home / 'lib64'}", "-lcupti",
+        str(SOURCE_DIR / "snapshot.cpp"), str(SOURCE_DIR / "worker_pool.cpp"),
+        "-o", str(out), f"-L{home / 'lib64'}", f"-Wl,-rpath,{home / 'lib64'}", "-lcupti", "-pthread",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -70,6 +72,75 @@ def test_capture_writer_matches_reader(harness: Path, tmp_path: Path) -> None:
     assert launch.errors == ("copy failed \u00e9",)
     assert (launch.start_ns, launch.end_ns) == (100, 350)
     assert [(e.seq, e.message) for e in cap.errors] == [(0, "copy failed \u00e9"), (None, "global")]
+
+
+def _records(path: Path) -> list[tuple]:
+    """(type, seq, param, phase[, repeated record]) of the BUFFER (2) and SAME (6) records, in file order."""
+    blob = path.read_bytes()
+    pos, out = 16, []
+    while pos < len(blob):
+        rtype, _, length = struct.unpack_from("<IIQ", blob, pos)
+        if rtype == 2:
+            out.append((2, *struct.unpack_from("<QII", blob, pos + 16)))
+        elif rtype == 6:
+            seq, param, phase, _, _, *of = struct.unpack_from("<QIIQQQII", blob, pos + 16)
+            out.append((6, seq, param, phase, tuple(of)))
+        pos += 16 + length
+    return out
+
+
+def _script_snapshots() -> dict[tuple[int, int, str], bytes]:
+    """The bytes native_harness.cpp's snapshot script copies, keyed by (seq, param, phase)."""
+    a = (np.arange(1000) * 7).astype(np.uint8)
+    b = (np.arange(1000) * 13 + 1).astype(np.uint8)
+    c = np.arange(1, 9, dtype=np.uint8)
+    out: dict[tuple[int, int, str], bytes] = {}
+    out[0, 0, "before"], out[0, 1, "before"], out[0, 2, "before"] = a.tobytes(), b.tobytes(), c.tobytes()
+    b[900] ^= 0xFF
+    out[0, 0, "after"], out[0, 1, "after"], out[0, 2, "after"] = a.tobytes(), b.tobytes(), c.tobytes()
+    out[1, 0, "before"], out[1, 1, "before"] = a.tobytes(), b.tobytes()
+    b[0] ^= 0xFF
+    out[1, 0, "after"], out[1, 1, "after"] = a.tobytes(), b.tobytes()
+    out[2, 1, "before"] = b[:512].tobytes() + bytes(488)  # chunk 2 (of 256 bytes) failed to start
+    out[2, 0, "after"] = a[:256].tobytes() + bytes(744)  # chunk 1 failed when waited for
+    out[2, 1, "after"] = b.tobytes()
+    out[3, 1, "before"], out[3, 0, "before"] = b.tobytes(), a.tobytes()
+    return out
+
+
+@pytest.mark.parametrize("mode", ["snapshot", "snapshot-nodedupe", "snapshot-unpinned"])
+def test_snapshot_writer(harness: Path, tmp_path: Path, mode: str) -> None:
+    out = tmp_path / "s.bin"
+    proc = subprocess.run([str(harness), mode, str(out)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    if mode == "snapshot-unpinned":
+        assert "accordo: cannot page-lock the staging memory (fake pinning failed)" in proc.stderr
+    else:
+        assert proc.stderr == ""
+    cap = read_capture(out)
+    assert cap.complete and not cap.truncated
+    expected = _script_snapshots()
+    got = {(b.seq, b.param_index, b.phase): b for x in cap.launches for b in x.buffers}
+    assert set(got) == set(expected)
+    for key, data in expected.items():
+        assert got[key].tobytes() == data, key
+        assert got[key].base == cap.launches[key[0]].params[key[1]].alloc_base
+    assert [(e.seq, e.message) for e in cap.errors] == [
+        (2, "fake copy failed copying parameter 1 before the kernel; bytes from offset 512 on are zeros"),
+        (2, "fake wait failed copying parameter 0 after the kernel; bytes from offset 256 on are zeros"),
+    ]
+    records = _records(out)
+    if mode == "snapshot-nodedupe":
+        assert [r[0] for r in records] == [2] * len(expected)
+        return
+    assert records == [
+        (2, 0, 0, 0), (2, 0, 1, 0), (2, 0, 2, 0),
+        (6, 0, 0, 1, (0, 0, 0)), (2, 0, 1, 1), (2, 0, 2, 1),  # B differs in its last chunk; C is tiny
+        (6, 1, 0, 0, (0, 0, 0)), (6, 1, 1, 0, (0, 1, 1)), (6, 1, 0, 1, (0, 0, 0)), (2, 1, 1, 1),
+        (2, 2, 1, 0), (2, 2, 0, 1), (2, 2, 1, 1),  # failed copies are written in full and forgotten
+        (6, 3, 1, 0, (2, 1, 1)), (2, 3, 0, 0),
+    ]  # fmt: skip
+    assert got[1, 1, "before"].file_offset == got[0, 1, "after"].file_offset
 
 
 INJECT = """
