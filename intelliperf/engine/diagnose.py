@@ -55,24 +55,27 @@ def _diagnose_kernels(
     return diagnoses
 
 
-def project_relative(diagnoses: list[Diagnosis], workspace_dir: Path) -> list[Diagnosis]:
-    """Locations with files inside the workspace named relative to it (so, to the project): the
-    workspace is a scratch copy that is gone once the diagnosis ends. Other files (CUDA headers) stay."""
-    root = Path(workspace_dir).resolve()
-    out = []
-    for diagnosis in diagnoses:
-        locations = []
-        for location in diagnosis.locations:
-            path = Path(location.file)
-            try:
-                relative = path.resolve().relative_to(root) if path.is_absolute() else None
-            except ValueError:
-                relative = None
-            locations.append(
-                location if relative is None else location.model_copy(update={"file": str(relative)})
-            )
-        out.append(diagnosis.model_copy(update={"locations": locations}))
-    return out
+def project_relative(diagnoses: list[Diagnosis], *roots: Path) -> list[Diagnosis]:
+    """Locations with files inside one of ``roots`` (the scratch workspace, which is gone once the
+    diagnosis ends, and the project itself, where binaries built before the copy point) named relative
+    to it, so to the project. Other files (CUDA headers) stay as they are."""
+    resolved = [Path(root).resolve() for root in roots]
+
+    def relative(file: str) -> str:
+        path = Path(file)
+        if not path.is_absolute():
+            return file
+        for root in resolved:
+            if path.resolve().is_relative_to(root):
+                return str(path.resolve().relative_to(root))
+        return file
+
+    return [
+        d.model_copy(
+            update={"locations": [loc.model_copy(update={"file": relative(loc.file)}) for loc in d.locations]}
+        )
+        for d in diagnoses
+    ]
 
 
 def run_diagnosis(
@@ -121,7 +124,7 @@ def run_diagnosis(
         device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
         progress.done("counters", f"{counters_s:.1f} s")
         progress.start("diagnose", ", ".join(f.name for f in formulas))
-        diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws)
+        diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws, project)
         selection = select(spec.formula, top, diagnoses)
         found = sum(d.present for d in diagnoses)
         progress.done("diagnose", f"{found} bottleneck(s) found")

@@ -25,6 +25,9 @@ def test_workspace_files_become_project_relative(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
     header = "/usr/local/cuda/include/sm_60_atomic_functions.hpp"
-    [out] = project_relative([diagnosis(str(ws / "src" / "k.cu"), header, "k.cu")], ws)
-    assert [loc.file for loc in out.locations] == ["src/k.cu", header, "k.cu"]
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    files = [str(ws / "src" / "k.cu"), header, "k.cu", str(project / "lib" / "a.cu")]
+    [out] = project_relative([diagnosis(*files)], ws, project)
+    assert [loc.file for loc in out.locations] == ["src/k.cu", header, "k.cu", "lib/a.cu"]
     assert out.locations[0].line == 3 and out.kernel == "k"
