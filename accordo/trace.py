@@ -15,14 +15,13 @@ import os
 import shlex
 import signal
 import statistics
-import subprocess
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from intelliperf.errors import AppError, ProfileError, tail
+from intelliperf.process import run_process
 
 __all__ = [
     "KernelLaunch",
@@ -232,21 +231,6 @@ class AppRun:
         return f"`{shown}` exited with code {self.returncode}"
 
 
-def _decode(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
 def run_app(
     cmd: Sequence[str],
     *,
@@ -263,17 +247,8 @@ def run_app(
     cmd = tuple(str(part) for part in cmd)
     if cwd is not None and not Path(cwd).is_dir():
         raise AppError(f"the working directory {cwd} does not exist")
-    started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        done = run_process(cmd, cwd=cwd, env=env, timeout_s=timeout_s)
     except FileNotFoundError as exc:
         raise AppError(
             f"the program {exc.filename or cmd[0]} does not exist",
@@ -286,30 +261,13 @@ def run_app(
         ) from exc
     except OSError as exc:
         raise AppError(f"cannot start {cmd[0]}: {exc}") from exc
-    timed_out = False
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes open
-            proc.kill()
-            stdout, stderr = b"", b"(output unavailable: a process outside the group kept the pipes open)"
-            proc.wait()
-    except BaseException:
-        _kill_group(proc)
-        proc.wait()
-        raise
-    wall_s = time.monotonic() - started
     return AppRun(
         cmd=cmd,
-        returncode=None if timed_out else proc.returncode,
-        stdout=_decode(stdout),
-        stderr=_decode(stderr),
-        wall_s=wall_s,
-        timed_out=timed_out,
+        returncode=None if done.timed_out else done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        wall_s=done.seconds,
+        timed_out=done.timed_out,
     )
 
 

@@ -8,7 +8,6 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 __all__ = ["Completed", "describe_exit", "run_process"]
 
@@ -44,15 +43,28 @@ def describe_exit(returncode: int | None, timed_out: bool = False, timeout_s: fl
     return f"exited with code {returncode}"
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _decode(data: bytes | None) -> str:
+    return data.decode("utf-8", errors="replace") if data else ""
+
+
 def run_process(
     argv: Sequence[str] | str,
     *,
-    cwd: Path,
+    cwd: str | os.PathLike[str] | None,
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     shell: bool = False,
 ) -> Completed:
-    """Run to completion or timeout. FileNotFoundError/PermissionError propagate to the caller."""
+    """Run to completion or timeout, in its own process group with no stdin; on timeout (or if the caller
+    is interrupted) the whole group is killed. FileNotFoundError/PermissionError propagate to the caller.
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -60,17 +72,27 @@ def run_process(
         env=dict(env) if env is not None else None,
         shell=shell,
         executable="/bin/bash" if shell else None,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
         start_new_session=True,
     )
+    timed_out = False
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
-        timed_out = False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
         timed_out = True
-    return Completed(argv, proc.returncode, stdout, stderr, time.perf_counter() - start, timed_out)
+        _kill_group(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes open
+            proc.kill()
+            stdout, stderr = b"", b"(output unavailable: a process outside the group kept the pipes open)"
+            proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    return Completed(
+        argv, proc.returncode, _decode(stdout), _decode(stderr), time.perf_counter() - start, timed_out
+    )
