@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,32 +30,11 @@ sys.path.insert(0, str(ROOT))
 
 from accordo.capture import run_capture  # noqa: E402
 from accordo.signature import kernel_pattern  # noqa: E402
+from benchmarks.common import device_name, plain_wall  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 ITERATIONS = "5"
 TARGET_RATIO = 1.5
-
-
-def device_name() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip().splitlines()[0]
-
-
-def plain_wall(argv: list[str], cwd: Path, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def capture_wall(argv: list[str], cwd: Path, kernel: str, repeats: int, env: dict[str, str]) -> dict:

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import plain_wall  # noqa: E402
 from intelliperf.contract import Application, JobSpec, Report  # noqa: E402
 from intelliperf.engine.diagnose import run_diagnosis  # noqa: E402
 from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
@@ -35,12 +36,6 @@ def marker_line(source: Path, formula: str) -> int | None:
         if f"// intelliperf: {formula}" in text:
             return number
     return None
-
-
-def plain_run(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
-    return time.perf_counter() - start
 
 
 def judge(report: Report, example: dict, variant: str) -> dict:
@@ -77,7 +72,7 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
     backend = NvidiaBackend(record=record / example["name"] / variant if record else None)
     plain, timing, timing_total = [], [], []
     for _ in range(repeats):
-        plain.append(plain_run(argv, folder))
+        plain.append(plain_wall(argv, folder, repeats=1))
         start = time.perf_counter()
         traced = backend.time_kernels(argv, cwd=folder, timeout_s=300)
         timing_total.append(time.perf_counter() - start)

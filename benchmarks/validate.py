@@ -18,7 +18,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from accordo.signature import kernel_pattern  # noqa: E402
 from accordo.speedup import measure_speedup  # noqa: E402
 from accordo.trace import run_traced  # noqa: E402
 from accordo.validate import ValidationOptions, validate  # noqa: E402
+from benchmarks.common import device_name, plain_wall  # noqa: E402
 from benchmarks.event_harness import EventHarness, compile_cubin  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -42,25 +42,6 @@ CASE_N = "4173"  # first length of the accordo cases when recording capture fixt
 # Accordo must refuse; it is not a drop-in kernel rewrite.
 EXAMPLE_EXPECTED = {"aos_field": ("fail", "input_mismatch")}
 L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200
-
-
-def device_name() -> str:
-    out = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[0]
-
-
-def plain_wall(argv: list[str], cwd: Path, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def case_rows(record: Path | None) -> list[dict]:
