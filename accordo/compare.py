@@ -203,25 +203,38 @@ def _param_failure(index: int, refs: Sequence[Param], cand: Param | None) -> str
     return None
 
 
-def _first_byte_difference(pair: _Pair, which: str) -> int | None:
-    """First byte where the candidate's ``which`` snapshot differs from the reference's where all reference
-    runs agree (which='before'), or where the candidate's after differs from its before (which='kept')."""
-    size = pair.cand_before.nbytes
-    if which == "kept" and _same_bytes(pair.cand_before, pair.cand_after):
-        return None
-    for offset, count in _chunks(size, 1):
-        if which == "before":
+def _first_true(masks: Iterator[tuple[int, np.ndarray]]) -> int | None:
+    """The byte offset of the first True over (chunk offset, mask) pieces."""
+    for offset, mask in masks:
+        hits = np.flatnonzero(mask)
+        if hits.size:
+            return offset + int(hits[0])
+    return None
+
+
+def _first_input_difference(pair: _Pair) -> int | None:
+    """First byte where the candidate's snapshot before the kernel differs from the reference's, among the
+    bytes on which all reference runs agree."""
+
+    def masks() -> Iterator[tuple[int, np.ndarray]]:
+        for offset, count in _chunks(pair.cand_before.nbytes, 1):
             refs = [_raw(b, 1, offset, count) for b in pair.refs_before]
             stable = np.ones(count, dtype=bool)
             for other in refs[1:]:
                 stable &= other == refs[0]
-            diff = (_raw(pair.cand_before, 1, offset, count) != refs[0]) & stable
-        else:
-            diff = _raw(pair.cand_after, 1, offset, count) != _raw(pair.cand_before, 1, offset, count)
-        hits = np.flatnonzero(diff)
-        if hits.size:
-            return offset + int(hits[0])
-    return None
+            yield offset, (_raw(pair.cand_before, 1, offset, count) != refs[0]) & stable
+
+    return _first_true(masks())
+
+
+def _first_change(before: Buffer, after: Buffer) -> int | None:
+    """First byte the kernel changed, or None."""
+    if _same_bytes(before, after):
+        return None
+    return _first_true(
+        (offset, _raw(after, 1, offset, count) != _raw(before, 1, offset, count))
+        for offset, count in _chunks(before.nbytes, 1)
+    )
 
 
 def _same_bytes(a: Buffer, b: Buffer) -> bool:
@@ -408,7 +421,7 @@ def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparis
     element_name = pair.element or "bytes"
     const = pair.type_info is not None and pair.type_info.const
     common = {"param": pair.param.index, "dtype": element_name, "bytes": pair.cand_after.nbytes}
-    first_input = _first_byte_difference(pair, "before")
+    first_input = _first_input_difference(pair)
     if first_input is not None:
         byte = first_input + pair.pointer_offset
         message = (
@@ -422,7 +435,7 @@ def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparis
         )
     if not _reference_writes(pair):
         role = "input" if const else "untouched"
-        changed = _first_byte_difference(pair, "kept")
+        changed = _first_change(pair.cand_before, pair.cand_after)
         if changed is None:
             return BufferComparison(role=role, passed=True, **common), None
         kind = "input_modified" if const else "untouched_modified"

@@ -48,9 +48,17 @@ class ValidationOptions:
             raise ValueError("runs must be at least 2 to give an interval")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
-        for name in (self.element_type, self.default_element):
-            if name != "auto" and name not in ELEMENT_TYPES:
-                raise ValueError(f"unknown element type {name!r}; one of: {', '.join(sorted(ELEMENT_TYPES))}")
+        for name, allowed in (
+            (self.element_type, {"auto", *ELEMENT_TYPES}),
+            (self.default_element, ELEMENT_TYPES),
+        ):
+            if name not in allowed:
+                raise ValueError(f"unknown element type {name!r}; one of: {', '.join(sorted(allowed))}")
+
+    @property
+    def bounds(self) -> dict[str, float | int]:
+        """The bounds every ValidationResult reports."""
+        return {"atol": self.atol, "rtol": self.rtol, "calibration_runs": self.calibration_runs}
 
 
 def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions) -> ValidationResult | None:
@@ -67,10 +75,8 @@ def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions)
         passed=False,
         failure=failure,
         reason=reason,
-        atol=options.atol,
-        rtol=options.rtol,
-        calibration_runs=options.calibration_runs,
         candidate_stderr_tail=run.stderr_tail or None,
+        **options.bounds,
     )
 
 
@@ -130,9 +136,7 @@ def validate(
             passed=False,
             failure="no_launch",
             reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
-            atol=options.atol,
-            rtol=options.rtol,
-            calibration_runs=options.calibration_runs,
+            **options.bounds,
         )
     failed = _candidate_failure(kernel, cand_run, options)
     if failed is not None:
@@ -156,10 +160,8 @@ def validate(
         reason=comparison.reason,
         launches_compared=comparison.launches_compared,
         launches=comparison.launches,
-        atol=options.atol,
-        rtol=options.rtol,
-        calibration_runs=options.calibration_runs,
         noise_max=comparison.noise_max,
+        **options.bounds,
     )
     if not comparison.passed or not options.measure:
         return result

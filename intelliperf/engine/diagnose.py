@@ -62,13 +62,11 @@ def project_relative(diagnoses: list[Diagnosis], *roots: Path) -> list[Diagnosis
     resolved = [Path(root).resolve() for root in roots]
 
     def relative(file: str) -> str:
-        path = Path(file)
-        if not path.is_absolute():
+        if not Path(file).is_absolute():
             return file
-        for root in resolved:
-            if path.resolve().is_relative_to(root):
-                return str(path.resolve().relative_to(root))
-        return file
+        path = Path(file).resolve()
+        root = next((root for root in resolved if path.is_relative_to(root)), None)
+        return file if root is None else str(path.relative_to(root))
 
     return [
         d.model_copy(

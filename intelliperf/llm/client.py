@@ -39,19 +39,18 @@ class LlmUsage:
     tokens_out: int | None
 
 
+def _key_variables(settings: LlmSettings) -> list[str]:
+    """Where the key may be, in order: the configured variable, then the provider's own."""
+    fallback = PROVIDER_KEYS.get(settings.litellm_model.split("/", 1)[0])
+    return [settings.key_env] + ([fallback] if fallback else [])
+
+
 def _key(settings: LlmSettings) -> str | None:
-    key = os.environ.get(settings.key_env)
-    if key:
-        return key
-    provider = settings.litellm_model.split("/", 1)[0]
-    fallback = PROVIDER_KEYS.get(provider)
-    return os.environ.get(fallback) if fallback else None
+    return next((os.environ[name] for name in _key_variables(settings) if os.environ.get(name)), None)
 
 
 def _key_hint(settings: LlmSettings) -> str:
-    provider = settings.litellm_model.split("/", 1)[0]
-    fallback = PROVIDER_KEYS.get(provider)
-    return f"${settings.key_env}" + (f" or ${fallback}" if fallback else "")
+    return " or ".join(f"${name}" for name in _key_variables(settings))
 
 
 def make_lm(settings: LlmSettings) -> Any:
