@@ -88,6 +88,11 @@ class Buffer:
     _map: mmap.mmap = field(repr=False, compare=False)
 
     @property
+    def source_id(self) -> int:
+        """Which capture file's memory map holds the bytes (with ``file_offset``: which bytes)."""
+        return id(self._map)
+
+    @property
     def data(self) -> np.ndarray:
         """The bytes as a read-only uint8 array backed by the file (no copy)."""
         return np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.file_offset)

@@ -104,6 +104,7 @@ def measure_speedup(
     *,
     kernel_regex: str,
     runs: int,
+    min_runs: int | None = None,
     timeout_s: float,
     reference_cwd: str | Path | None = None,
     candidate_cwd: str | Path | None = None,
@@ -111,7 +112,9 @@ def measure_speedup(
     library: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Speedup:
-    """Run reference and candidate ``runs`` times each, alternating, under the tracer.
+    """Run reference and candidate ``runs`` times each, alternating, under the tracer. With
+    ``min_runs``, stop after that many pairs or more as soon as the 95% interval excludes 1 (the
+    optimization loop's budget: a clear speedup needs few runs, a doubtful one gets all of them).
 
     Raises AppError if a run fails (the candidate passed its correctness check, so it should not) and
     ProfileError if a run launches the kernel a different number of times than the first run of its side.
@@ -140,7 +143,14 @@ def measure_speedup(
         if progress is not None:
             ratio = kernel_ns["reference"][-1] / kernel_ns["candidate"][-1]
             progress(f"timing run {i + 1}/{runs}: speedup {ratio:.3f}x")
-    return speedup_from_times(
-        KernelTimes(tuple(kernel_ns["reference"]), tuple(wall["reference"]), tuple(counts["reference"])),
-        KernelTimes(tuple(kernel_ns["candidate"]), tuple(wall["candidate"]), tuple(counts["candidate"])),
-    )
+        result = speedup_from_times(
+            KernelTimes(tuple(kernel_ns["reference"]), tuple(wall["reference"]), tuple(counts["reference"])),
+            KernelTimes(tuple(kernel_ns["candidate"]), tuple(wall["candidate"]), tuple(counts["candidate"])),
+        )
+        if min_runs is not None and i + 1 >= min_runs and result.significant:
+            break
+    if min_runs is not None and result.runs < runs:
+        result = result.model_copy(
+            update={"method": f"{result.method}; stopped after {result.runs} pairs, the interval excluding 1"}
+        )
+    return result

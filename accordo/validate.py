@@ -16,15 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from intelliperf.contract.report import ValidationResult
+from intelliperf.contract.report import Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
-from .capture import CaptureRun, run_capture
+from .capture import Capture, CaptureRun, run_capture
 from .compare import compare_captures
 from .signature import ELEMENT_TYPES, kernel_pattern
 from .speedup import measure_speedup
 
-__all__ = ["ValidationOptions", "validate"]
+__all__ = [
+    "Reference",
+    "ValidationOptions",
+    "capture_reference",
+    "check_candidate",
+    "time_candidate",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,8 @@ class ValidationOptions:
     atol: float = 1e-6
     rtol: float = 1e-5
     calibration_runs: int = 3
-    runs: int = 10  # timing runs per side
+    runs: int = 10  # timing runs per side, at most
+    min_runs: int | None = None  # stop timing here once the interval excludes 1 (None: always ``runs``)
     timeout_s: float = 120.0  # per application run
     element_type: str = "auto"  # or one of accordo.signature.ELEMENT_TYPES
     default_element: str = "float32"  # when the kernel name carries no signature
@@ -46,6 +54,8 @@ class ValidationOptions:
             raise ValueError("calibration_runs must be at least 1")
         if self.measure and self.runs < 2:
             raise ValueError("runs must be at least 2 to give an interval")
+        if self.min_runs is not None and not 2 <= self.min_runs <= self.runs:
+            raise ValueError("min_runs must be between 2 and runs")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         for name, allowed in (
@@ -80,56 +90,94 @@ def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions)
     )
 
 
-def validate(
+@dataclass(frozen=True)
+class Reference:
+    """The reference's calibration captures for one kernel: taken once, compared with every candidate.
+    The captures stay readable (memory maps) after their files are gone."""
+
+    kernel: str
+    command: tuple[str, ...]
+    cwd: Path | None
+    captures: tuple[Capture, ...]
+
+
+def capture_reference(
     kernel: str,
     reference: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    options: ValidationOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    keep_captures: str | Path | None = None,
+    library: str | Path | None = None,
+) -> Reference:
+    """Run the reference ``options.calibration_runs`` times under buffer capture. A reference that
+    crashes, hangs or never launches the kernel raises: nothing can be judged against it."""
+    options = options or ValidationOptions()
+    say = progress or (lambda _message: None)
+    captures = []
+    for i in range(options.calibration_runs):
+        say(f"capturing the reference ({i + 1}/{options.calibration_runs})")
+        run = run_capture(
+            reference,
+            cwd=cwd,
+            output_dir=_output_dir(keep_captures, f"reference-{i + 1}"),
+            **_capture_settings(kernel, env, options, library),
+        )
+        if run.status != "ok" or run.capture is None:
+            raise AppError(
+                f"the reference {run.message}; nothing can be validated against it",
+                log_tail=run.stderr_tail or None,
+            )
+        captures.append(run.capture)
+    return Reference(
+        kernel=kernel,
+        command=tuple(reference),
+        cwd=Path(cwd) if cwd is not None else None,
+        captures=tuple(captures),
+    )
+
+
+def _output_dir(keep_captures: str | Path | None, name: str) -> Path | None:
+    return Path(keep_captures) / name if keep_captures is not None else None
+
+
+def _capture_settings(
+    kernel: str, env: Mapping[str, str] | None, options: ValidationOptions, library: str | Path | None
+) -> dict[str, object]:
+    return {
+        "kernel_regex": kernel_pattern(kernel),
+        "env": env,
+        "timeout_s": options.timeout_s,
+        "max_bytes": options.max_bytes,
+        "library": library,
+    }
+
+
+def check_candidate(
+    reference: Reference,
     candidate: Sequence[str],
     *,
     cwd: str | Path | None = None,
-    reference_cwd: str | Path | None = None,
-    candidate_cwd: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
     keep_captures: str | Path | None = None,
     library: str | Path | None = None,
 ) -> ValidationResult:
-    """Validate ``candidate`` against ``reference`` for the launches of ``kernel`` (a name, a mangled
-    name or a regex; see ``accordo.signature.kernel_pattern``).
-
-    ``cwd`` is the working directory of both commands unless ``reference_cwd``/``candidate_cwd`` say
-    otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there.
-    """
+    """Capture the candidate once and compare it with the reference's captures (no timing)."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
-    pattern = kernel_pattern(kernel)
-    ref_cwd = reference_cwd if reference_cwd is not None else cwd
-    cand_cwd = candidate_cwd if candidate_cwd is not None else cwd
-
-    def output_dir(name: str) -> Path | None:
-        return Path(keep_captures) / name if keep_captures is not None else None
-
-    common = {
-        "kernel_regex": pattern,
-        "env": env,
-        "timeout_s": options.timeout_s,
-        "max_bytes": options.max_bytes,
-        "library": library,
-    }
-    reference_captures = []
-    for i in range(options.calibration_runs):
-        say(f"capturing the reference ({i + 1}/{options.calibration_runs})")
-        run = run_capture(reference, cwd=ref_cwd, output_dir=output_dir(f"reference-{i + 1}"), **common)
-        if run.status != "ok" or run.capture is None:
-            raise AppError(
-                f"the reference {run.message}; nothing can be validated against it",
-                log_tail=run.stderr_tail or None,
-            )
-        reference_captures.append(run.capture)
-
+    kernel = reference.kernel
     say("capturing the candidate")
     try:
-        cand_run = run_capture(candidate, cwd=cand_cwd, output_dir=output_dir("candidate"), **common)
+        cand_run = run_capture(
+            candidate,
+            cwd=cwd,
+            output_dir=_output_dir(keep_captures, "candidate"),
+            **_capture_settings(kernel, env, options, library),
+        )
     except KernelNotFoundError:
         return ValidationResult(
             kernel=kernel,
@@ -146,14 +194,14 @@ def validate(
     say("comparing buffers")
     element_override = None if options.element_type == "auto" else options.element_type
     comparison = compare_captures(
-        reference_captures,
+        list(reference.captures),
         cand_run.capture,
         atol=options.atol,
         rtol=options.rtol,
         default_element=options.default_element,
         element_override=element_override,
     )
-    result = ValidationResult(
+    return ValidationResult(
         kernel=kernel,
         passed=comparison.passed,
         failure=comparison.failure,  # type: ignore[arg-type]
@@ -163,19 +211,69 @@ def validate(
         noise_max=comparison.noise_max,
         **options.bounds,
     )
-    if not comparison.passed or not options.measure:
-        return result
-    say(f"timing reference and candidate, {options.runs} runs each, interleaved")
-    speedup = measure_speedup(
-        reference,
+
+
+def time_candidate(
+    reference: Reference,
+    candidate: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    options: ValidationOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    library: str | Path | None = None,
+) -> Speedup:
+    """The candidate's speedup over the reference: interleaved traced runs (``accordo.speedup``)."""
+    options = options or ValidationOptions()
+    say = progress or (lambda _message: None)
+    say(f"timing reference and candidate, up to {options.runs} runs each, interleaved")
+    return measure_speedup(
+        reference.command,
         candidate,
-        kernel_regex=pattern,
+        kernel_regex=kernel_pattern(reference.kernel),
         runs=options.runs,
+        min_runs=options.min_runs,
         timeout_s=options.timeout_s,
-        reference_cwd=ref_cwd,
-        candidate_cwd=cand_cwd,
+        reference_cwd=reference.cwd,
+        candidate_cwd=cwd,
         env=env,
         library=library,
         progress=say,
     )
+
+
+def validate(
+    kernel: str,
+    reference: Sequence[str],
+    candidate: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    reference_cwd: str | Path | None = None,
+    candidate_cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    options: ValidationOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    keep_captures: str | Path | None = None,
+    library: str | Path | None = None,
+) -> ValidationResult:
+    """Validate ``candidate`` against ``reference`` for the launches of ``kernel`` (a name, a mangled
+    name or a regex; see ``accordo.signature.kernel_pattern``), then time both if it is correct.
+
+    ``cwd`` is the working directory of both commands unless ``reference_cwd``/``candidate_cwd`` say
+    otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there.
+    """
+    options = options or ValidationOptions()
+    common = {"env": env, "options": options, "progress": progress, "library": library}
+    ref = capture_reference(
+        kernel,
+        reference,
+        cwd=reference_cwd if reference_cwd is not None else cwd,
+        keep_captures=keep_captures,
+        **common,  # type: ignore[arg-type]
+    )
+    cand_cwd = candidate_cwd if candidate_cwd is not None else cwd
+    result = check_candidate(ref, candidate, cwd=cand_cwd, keep_captures=keep_captures, **common)  # type: ignore[arg-type]
+    if not result.passed or not options.measure:
+        return result
+    speedup = time_candidate(ref, candidate, cwd=cand_cwd, **common)  # type: ignore[arg-type]
     return result.model_copy(update={"speedup": speedup})

@@ -77,7 +77,7 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         traced = backend.time_kernels(argv, cwd=folder, timeout_s=300)
         timing_total.append(time.perf_counter() - start)
         timing.append(traced.wall_s)
-    spec = JobSpec(applications=[Application(command=argv)], formula="auto", in_place=True, top_n=5)
+    spec = JobSpec(applications=[Application(command=argv)], formula="auto", top_n=5)
     report = run_diagnosis(spec, backend=backend, project=folder)
     if record:
         out = record / example["name"] / variant

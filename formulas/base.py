@@ -129,6 +129,12 @@ class Formula(ABC):
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
         """The number an optimization must reduce for this formula to call it a success."""
 
+    min_metric_gain: ClassVar[float] = 0.05
+    """An optimization improves the metric when it removes at least this share of it (or all of it)."""
+
+    def metric_improved(self, before: float, after: float) -> bool:
+        return after <= 0 or after <= before * (1 - self.min_metric_gain)
+
     @abstractmethod
     def prompt_context(self, diagnosis: Diagnosis) -> str:
         """What the LLM should know about this bottleneck, in plain words, for this diagnosis."""

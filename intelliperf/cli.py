@@ -26,9 +26,12 @@ app = typer.Typer(
 stdout = Console(width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
 
-RUN_HELP = """Diagnose (and, with the optimization loop, fix) the hottest kernels of an application.
+RUN_HELP = """Diagnose the hottest kernels of an application, then have an LLM fix the worst bottleneck.
 
-Example: intelliperf run -f diagnoseOnly -b make -p examples/transpose_bank -- ./bin/transpose
+Every rewrite is built, validated against the original by Accordo and timed on the GPU; the best
+validated one is reported (with -l, written back). -f diagnoseOnly stops after the diagnosis.
+
+Example: intelliperf run -f bankConflict -b make -p examples/transpose_bank -- ./bin/transpose
 """
 
 
@@ -41,6 +44,7 @@ def _spec_from_options(
     formula: str,
     top_n: int,
     num_attempts: int,
+    candidates: int,
     tolerance: float | None,
     model: str,
     provider: str,
@@ -61,6 +65,7 @@ def _spec_from_options(
             kernel=kernel,
             top_n=top_n,
             num_attempts=num_attempts,
+            candidates_per_round=candidates,
             tolerances=tolerances,
             llm=LlmSettings(model=model, provider=provider, api_base=api_base),
             in_place=in_place,
@@ -102,7 +107,12 @@ def run(
         ),
     ] = "auto",
     top_n: Annotated[int, typer.Option("--top_n", help="Kernels to diagnose, hottest first")] = 10,
-    num_attempts: Annotated[int, typer.Option("--num_attempts", help="Optimization attempts")] = 10,
+    num_attempts: Annotated[
+        int, typer.Option("--num_attempts", help="Replies of the model to try, at most")
+    ] = 10,
+    candidates: Annotated[
+        int, typer.Option("--candidates", help="Best-of-N: replies per round, asked with the same prompt")
+    ] = 1,
     tolerance: Annotated[
         float | None, typer.Option("-t", "--accordo_absolute_tolerance", help="Validation absolute tolerance")
     ] = None,
@@ -114,8 +124,11 @@ def run(
     output_file: Annotated[
         Path | None, typer.Option("-o", "--output_file", help="Write the JSON report here")
     ] = None,
+    summary_file: Annotated[
+        Path | None, typer.Option("--summary_file", help="Write the Markdown summary (the PR body) here")
+    ] = None,
     in_place: Annotated[
-        bool, typer.Option("-l", "--in_place", help="Work in the project, not a copy")
+        bool, typer.Option("-l", "--in_place", help="Write the best validated rewrite back into the project")
     ] = False,
     kernel: Annotated[
         str | None, typer.Option("-k", "--kernel", help="Only kernels matching this regex")
@@ -135,6 +148,7 @@ def run(
             formula=formula,
             top_n=top_n,
             num_attempts=num_attempts,
+            candidates=candidates,
             tolerance=tolerance,
             model=model,
             provider=provider,
@@ -144,28 +158,39 @@ def run(
         )
         from formulas.registry import get
         from intelliperf.console import ConsoleProgress, render_report
-        from intelliperf.engine.diagnose import run_diagnosis
+        from intelliperf.engine.job import check_optimizable, run_job
         from intelliperf.gpu.select import backend_for
 
         if spec.formula not in ("auto", "diagnoseOnly"):
             get(spec.formula)
+        proposer = None
+        if spec.formula != "diagnoseOnly" and replay is None:
+            from intelliperf.llm.client import check_credentials
+            from intelliperf.llm.proposer import DspyProposer
+
+            check_optimizable(spec)
+            check_credentials(spec.llm)
+            proposer = DspyProposer(spec.llm)
         progress = ConsoleProgress(stderr)
-        report = run_diagnosis(
-            spec, backend=backend_for(replay), project=project_directory, progress=progress
+        report = run_job(
+            spec, backend=backend_for(replay), project=project_directory, proposer=proposer, progress=progress
         )
-        if spec.formula != "diagnoseOnly" and report.selected is not None:
-            report = report.model_copy(
-                update={
-                    "warnings": [
-                        *report.warnings,
-                        "the optimization loop is not part of this build yet: diagnosis only",
-                    ]
-                }
-            )
+        progress.close()
+        if replay is not None and spec.formula != "diagnoseOnly":
+            note = "the optimization loop validates rewrites on the GPU: --replay diagnoses only"
+            report = report.model_copy(update={"warnings": [*report.warnings, note]})
         render_report(report, stdout)
         if output_file is not None:
             output_file.write_text(report.model_dump_json(indent=2))
             stderr.print(f"report written to {output_file}", highlight=False)
+        if summary_file is not None:
+            from intelliperf.summary import render_summary
+
+            summary_file.write_text(render_summary(report))
+            stderr.print(f"summary written to {summary_file}", highlight=False)
+        if report.optimization is not None and report.optimization.status == "aborted":
+            stderr.print(f"[bold red]error:[/bold red] {report.optimization.note}", highlight=False)
+            raise typer.Exit(code=report.optimization.exit_code or 1)
     except IntelliPerfError as error:
         raise _fail(error) from None
     finally:

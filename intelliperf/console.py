@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from intelliperf.contract import Diagnosis, Report
-from intelliperf.contract.report import ValidationResult
+from intelliperf.contract.report import Attempt, ValidationResult
 
-__all__ = ["ConsoleProgress", "kernel_table", "render_report", "render_validation"]
+__all__ = ["ConsoleProgress", "attempts_table", "kernel_table", "render_report", "render_validation"]
 
 
 class ConsoleProgress:
@@ -116,6 +117,61 @@ def render_report(report: Report, console: Console) -> None:
         console.print("[green]No bottleneck found by the formulas run.[/green]")
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    if report.attempts:
+        console.print(attempts_table(report.attempts))
+    _render_outcome(report, console)
+
+
+_STATUS_STYLE = {"success": "green", "not_faster": "yellow", "no_metric_gain": "yellow"}
+
+
+def _first_line(text: str | None, width: int = 80) -> str:
+    line = next((part.strip() for part in (text or "").splitlines() if part.strip()), "")
+    return _short(line, width)
+
+
+def _metric_change(before: float | None, after: float | None) -> str:
+    if before is None and after is None:
+        return ""
+    return f"{'?' if before is None else f'{before:.4g}'} → {'?' if after is None else f'{after:.4g}'}"
+
+
+def attempts_table(attempts: list[Attempt]) -> Table:
+    """One row per reply of the model: what became of it, why, what it gained, how long it took."""
+    table = Table(title="Attempts", header_style="bold")
+    for column in ("#", "status", "reason", "speedup", "metric", "seconds"):
+        table.add_column(column, justify="right" if column in ("#", "speedup", "seconds") else "left")
+    for attempt in attempts:
+        style = _STATUS_STYLE.get(attempt.status, "red")
+        speedup = attempt.speedup
+        table.add_row(
+            str(attempt.index),
+            f"[{style}]{attempt.status}[/]",
+            escape(_first_line(attempt.reason)),
+            "" if speedup is None else f"{speedup.median:.2f}x",
+            _metric_change(attempt.metric_before, attempt.metric_after),
+            f"{sum(attempt.seconds.values()):.1f}" if attempt.seconds else "",
+        )
+    return table
+
+
+def _render_outcome(report: Report, console: Console) -> None:
+    """The loop's verdict: its status and note, and the kept result with its interval and metric."""
+    opt = report.optimization
+    if opt is not None:
+        style = "green" if opt.status == "success" else "yellow" if opt.status == "exhausted" else "red"
+        console.print(f"Optimization: [bold {style}]{opt.status}[/] — {escape(opt.note)}", highlight=False)
+    best = report.best
+    if best is not None:
+        s = best.speedup
+        console.print(
+            f"Best: attempt {best.attempt}, [bold]{s.median:.2f}x[/bold] (95% interval {s.low:.2f} to "
+            f"{s.high:.2f}, {s.verdict}); {escape(best.metric_name)} "
+            f"{_metric_change(best.metric_before, best.metric_after)}",
+            highlight=False,
+        )
+        if s.flagged_for_review:
+            console.print("[bold yellow]over 10x faster: a human should review this result[/bold yellow]")
 
 
 def render_validation(result: ValidationResult, console: Console) -> None:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Edit", "EditError", "apply_edits", "parse_edits", "unified_diff"]
+__all__ = ["Edit", "EditError", "apply_edits", "edit_blocks", "parse_edits", "unified_diff"]
 
 _SEARCH, _DIVIDER, _REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 _FILE_START, _FILE_END = "<<<<<<< FILE", ">>>>>>> FILE"
@@ -190,3 +190,21 @@ def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in parts
     )
+
+
+def edit_blocks(path: str, old: str, new: str, *, context: int = 2) -> str:
+    """SEARCH/REPLACE blocks that turn ``old`` into ``new`` (the reply a model would give for that
+    change): one block per group of changed lines, with ``context`` unchanged lines around it, widened
+    until its search text is unique in ``old``."""
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    blocks = []
+    for group in difflib.SequenceMatcher(None, old_lines, new_lines).get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        while len(_locate(old_lines, old_lines[i1:i2])) > 1 and (i1 > 0 or i2 < len(old_lines)):
+            if i1 > 0:  # the lines around a group are equal on both sides
+                i1, j1 = i1 - 1, j1 - 1
+            if i2 < len(old_lines):
+                i2, j2 = i2 + 1, j2 + 1
+        search, replace = "\n".join(old_lines[i1:i2]), "\n".join(new_lines[j1:j2])
+        blocks.append(f"{path}\n{_SEARCH}\n{search}\n{_DIVIDER}\n{replace}\n{_REPLACE}")
+    return "\n\n".join(blocks)

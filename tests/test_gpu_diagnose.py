@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from formulas.selection import select
+from intelliperf.contract import Report
 from intelliperf.errors import AppError, KernelNotFoundError, NoLineInfoError, ToolMissingError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +58,11 @@ def run_example(example: dict, app: str, formula: str, tmp_path: Path) -> dict:
 
 @pytest.mark.parametrize("example", [e for e in MANIFEST if e["formula"]], ids=lambda e: e["name"])
 def test_finds_kernel_formula_and_line(example: dict, tmp_path: Path) -> None:
-    report = run_example(example, "./" + example["app"], "auto", tmp_path)
-    selected = report["selected"]
-    assert selected is not None, report["diagnoses"]
+    report = run_example(example, "./" + example["app"], "diagnoseOnly", tmp_path)
+    parsed = Report.model_validate(report)
+    selection = select("auto", parsed.kernels, parsed.diagnoses)  # what `-f auto` optimizes
+    assert selection is not None, report["diagnoses"]
+    selected = selection.model_dump()
     assert selected["formula"] == example["formula"]
     kernel = next(k for k in report["kernels"] if k["name"] == selected["kernel"])
     assert kernel["demangled"].startswith(example["kernel"] + "(")
@@ -86,7 +90,17 @@ def test_fixed_versions_and_controls_are_clean(example: dict, tmp_path: Path) ->
 
 def transpose(*extra: str, app: str = "./bin/transpose", env: dict[str, str] | None = None):
     return intelliperf(
-        "run", "-b", "make all nolineinfo", "-p", str(EXAMPLES / "transpose_bank"), *extra, "--", app, env=env
+        "run",
+        "-f",
+        "diagnoseOnly",
+        "-b",
+        "make all nolineinfo",
+        "-p",
+        str(EXAMPLES / "transpose_bank"),
+        *extra,
+        "--",
+        app,
+        env=env,
     )
 
 

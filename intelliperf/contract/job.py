@@ -94,6 +94,12 @@ class Tolerances(_Strict):
     atol: float = Field(default=1e-6, ge=0, description="Absolute tolerance before noise calibration")
     rtol: float = Field(default=1e-5, ge=0, description="Relative tolerance before noise calibration")
     calibration_runs: int = Field(default=3, ge=1, le=20, description="Reference runs to measure its noise")
+    timing_runs: int = Field(
+        default=10, ge=2, le=50, description="Most timed runs per side (reference and candidate interleaved)"
+    )
+    min_timing_runs: int = Field(
+        default=3, ge=2, le=50, description="Timing stops here once the speedup's interval excludes 1"
+    )
     dtype: Literal[
         "auto", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint8"
     ] = "auto"
@@ -155,14 +161,20 @@ class JobSpec(_Strict):
     formula: FormulaName = "auto"
     kernel: KernelRegex | None = None
     top_n: int = Field(default=10, ge=1, le=100)
-    num_attempts: int = Field(default=10, ge=1, le=50)
+    num_attempts: int = Field(default=10, ge=1, le=50, description="Replies of the model to try, at most")
+    candidates_per_round: int = Field(
+        default=1, ge=1, le=8, description="Best-of-N: replies asked for with the same prompt each round"
+    )
     tolerances: Tolerances = Field(default_factory=Tolerances)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     pull_request: PullRequestSettings = Field(default_factory=PullRequestSettings)
     container: ContainerSettings = Field(default_factory=ContainerSettings)
     gpu: GpuRequirements = Field(default_factory=GpuRequirements)
     timeouts: Timeouts = Field(default_factory=Timeouts)
-    in_place: bool = False
+    in_place: bool = Field(
+        default=False,
+        description="Write the best validated rewrite back into the project (work is always done in a copy)",
+    )
 
     @field_validator("project_directory")
     @classmethod

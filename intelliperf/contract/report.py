@@ -10,11 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "REPORT_VERSION",
     "Attempt",
+    "AttemptStatus",
     "BestResult",
     "BufferComparison",
     "DeviceInfo",
     "Diagnosis",
     "LaunchComparison",
+    "Optimization",
     "PassTimings",
     "RankedKernel",
     "Report",
@@ -171,12 +173,21 @@ class ValidationResult(_Frozen):
     candidate_stderr_tail: str | None = None
 
 
+AttemptStatus = Literal[
+    "success", "unparseable", "build_failed", "invalid", "not_faster", "no_metric_gain", "error"
+]
+
+
 class Attempt(_Frozen):
+    """One reply of the model and what became of it. ``seconds`` splits its wall time: ``llm``,
+    ``build``, ``validate`` (buffer capture and comparison), ``measure`` (interleaved timing) and
+    ``counters`` (the formula's metric re-measured by Nsight Compute)."""
+
     index: int = Field(ge=1)
-    status: Literal[
-        "success", "unparseable", "build_failed", "invalid", "not_faster", "no_metric_gain", "error"
-    ]
-    reason: str | None = None
+    round: int = Field(default=1, ge=1, description="Candidates of one round share one prompt")
+    status: AttemptStatus
+    reason: str | None = Field(default=None, description="Why it failed, as the model is told")
+    files: list[str] = Field(default_factory=list, description="Files the edit changed")
     diff: str | None = None
     validation: ValidationResult | None = None
     metric_before: float | None = None
@@ -185,6 +196,10 @@ class Attempt(_Frozen):
     tokens_out: int | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
 
+    @property
+    def speedup(self) -> Speedup | None:
+        return self.validation.speedup if self.validation is not None else None
+
 
 class BestResult(_Frozen):
     attempt: int
@@ -192,6 +207,22 @@ class BestResult(_Frozen):
     metric_name: str
     metric_before: float
     metric_after: float
+    files: list[str] = Field(default_factory=list)
+    written_back: bool = Field(default=False, description="Applied to the project (--in_place)")
+
+
+class Optimization(_Frozen):
+    """How the optimization loop went, in one place the summary and the service read."""
+
+    status: Literal["success", "exhausted", "aborted", "skipped"]
+    note: str = Field(description="Why it ended, in words")
+    kernel: str | None = None
+    formula: str | None = None
+    attempts_allowed: int = 0
+    candidates_per_round: int = 1
+    exit_code: int | None = Field(
+        default=None, description="For 'aborted': the exit code of the error that stopped the loop"
+    )
 
 
 class Report(_Frozen):
@@ -206,8 +237,9 @@ class Report(_Frozen):
     diagnoses: list[Diagnosis] = Field(default_factory=list)
     selected: Selection | None = None
     attempts: list[Attempt] = Field(default_factory=list)
+    optimization: Optimization | None = Field(default=None, description="None: the job was diagnosis only")
     best: BestResult | None = None
-    diff: str | None = None
+    diff: str | None = Field(default=None, description="Unified diff of the best attempt")
     passes: PassTimings = Field(default_factory=PassTimings)
     warnings: list[str] = Field(default_factory=list)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from formulas.base import Formula, KernelProfile
@@ -17,7 +18,7 @@ from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileErro
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.settings import get_settings
 
-__all__ = ["filter_kernels", "run_diagnosis"]
+__all__ = ["Diagnosed", "diagnose_in", "filter_kernels", "project_relative", "run_diagnosis"]
 
 
 def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[RankedKernel]:
@@ -76,58 +77,73 @@ def project_relative(diagnoses: list[Diagnosis], *roots: Path) -> list[Diagnosis
     ]
 
 
+@dataclass(frozen=True)
+class Diagnosed:
+    """A diagnosis and what the optimization loop needs from it: the profiles of the top kernels and the
+    device as the counter pass saw it."""
+
+    report: Report
+    profiles: dict[str, KernelProfile]
+
+
 def run_diagnosis(
     spec: JobSpec, *, backend: GpuBackend, project: Path, progress: Progress | None = None
 ) -> Report:
-    """The diagnosis part of a job, for its first application. Raises an IntelliPerfError on bad input."""
+    """The diagnosis part of a job, for its first application, in a scratch copy of ``project``."""
+    settings = get_settings()
+    with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
+        return diagnose_in(spec, backend=backend, workspace=ws, project=project, progress=progress).report
+
+
+def diagnose_in(
+    spec: JobSpec, *, backend: GpuBackend, workspace: Path, project: Path, progress: Progress | None = None
+) -> Diagnosed:
+    """Build in ``workspace`` (a copy of ``project``), time every kernel, count what the formulas need
+    on the top ones, decide and localize. Raises an IntelliPerfError on bad input."""
     progress = progress or NullProgress()
     settings = get_settings()
     if len(spec.applications) != 1:
         raise SpecError("run_diagnosis takes one application; call it once per application")
     app = spec.applications[0]
     formulas = formulas_for(spec.formula)
+    ws = workspace
     progress.start("device", "looking for the GPU")
     device = backend.device()
     progress.done("device", f"{device.name} ({device.arch})")
     warnings: list[str] = []
-    timings = PassTimings()
-    with workspace(
-        project, in_place=spec.in_place, root=settings.work_dir, keep=settings.keep_workspace
-    ) as ws:
-        build_command = spec.instrument_command or spec.build_command
-        build_s = None
-        if build_command:
-            progress.start("build", build_command)
-            build_s = run_build(build_command, cwd=ws, timeout_s=spec.timeouts.build_s)
-            progress.done("build", f"{build_s:.1f} s")
-        progress.start("timing", "tracing every kernel launch (CUPTI)")
-        started = time.perf_counter()
-        timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
-        timing_s = time.perf_counter() - started
-        ranked = rank_kernels(timing.kernels)
-        top = filter_kernels(ranked, spec.kernel)[: spec.top_n]
-        progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
-        metrics = metrics_for(formulas)
-        progress.start("counters", f"Nsight Compute on {len(top)} kernel(s), {len(metrics)} metrics + source")
-        started = time.perf_counter()
-        profiles = backend.collect(
-            app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
+    build_command = spec.instrument_command or spec.build_command
+    build_s = None
+    if build_command:
+        progress.start("build", build_command)
+        build_s = run_build(build_command, cwd=ws, timeout_s=spec.timeouts.build_s)
+        progress.done("build", f"{build_s:.1f} s")
+    progress.start("timing", "tracing every kernel launch (CUPTI)")
+    started = time.perf_counter()
+    timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
+    timing_s = time.perf_counter() - started
+    ranked = rank_kernels(timing.kernels)
+    top = filter_kernels(ranked, spec.kernel)[: spec.top_n]
+    progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
+    metrics = metrics_for(formulas)
+    progress.start("counters", f"Nsight Compute on {len(top)} kernel(s), {len(metrics)} metrics + source")
+    started = time.perf_counter()
+    profiles = backend.collect(
+        app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
+    )
+    counters_s = time.perf_counter() - started
+    if not profiles:
+        raise ProfileError(
+            "Nsight Compute's report holds none of the top kernels",
+            hint="kernels profiled by ncu could not be matched to the traced ones; rerun with -k",
         )
-        counters_s = time.perf_counter() - started
-        if not profiles:
-            raise ProfileError(
-                "Nsight Compute's report holds none of the top kernels",
-                hint="kernels profiled by ncu could not be matched to the traced ones; rerun with -k",
-            )
-        device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
-        progress.done("counters", f"{counters_s:.1f} s")
-        progress.start("diagnose", ", ".join(f.name for f in formulas))
-        diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws, project)
-        selection = select(spec.formula, top, diagnoses)
-        found = sum(d.present for d in diagnoses)
-        progress.done("diagnose", f"{found} bottleneck(s) found")
-        timings = PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s)
-    return Report(
+    device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
+    progress.done("counters", f"{counters_s:.1f} s")
+    progress.start("diagnose", ", ".join(f.name for f in formulas))
+    diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws, project)
+    selection = select(spec.formula, top, diagnoses)
+    found = sum(d.present for d in diagnoses)
+    progress.done("diagnose", f"{found} bottleneck(s) found")
+    report = Report(
         intelliperf_version=__version__,
         device=device,
         application=list(app.command),
@@ -136,6 +152,7 @@ def run_diagnosis(
         kernels=top,
         diagnoses=diagnoses,
         selected=selection,
-        passes=timings,
+        passes=PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s),
         warnings=warnings,
     )
+    return Diagnosed(report=report, profiles=dict(profiles))

@@ -1,4 +1,5 @@
-"""The scratch copy the engine works in; the user's tree is touched only with --in_place."""
+"""The scratch copies the engine works in. The user's tree is never built in or edited; only
+``--in_place`` writes the best validated rewrite back (``write_back``)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,17 @@ from pathlib import Path
 
 from intelliperf.errors import SpecError
 
-__all__ = ["workspace"]
+__all__ = ["copy_workspace", "workspace", "write_back"]
 
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.ncu-rep", ".venv", "node_modules")
 
 
 @contextmanager
-def workspace(
-    project: Path, *, in_place: bool, root: Path | None = None, keep: bool = False
-) -> Iterator[Path]:
+def workspace(project: Path, *, root: Path | None = None, keep: bool = False) -> Iterator[Path]:
+    """A copy of ``project`` in a fresh scratch directory, removed afterwards unless ``keep``."""
     project = project.resolve()
     if not project.is_dir():
         raise SpecError(f"project directory {project} does not exist or is not a directory")
-    if in_place:
-        yield project
-        return
     scratch = Path(tempfile.mkdtemp(prefix="intelliperf-", dir=root))
     copy = scratch / project.name
     shutil.copytree(project, copy, ignore=IGNORED, symlinks=True)
@@ -33,3 +30,34 @@ def workspace(
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def copy_workspace(source: Path, destination: Path) -> Path:
+    """Another copy of a built workspace (build outputs and timestamps kept, so a rebuild after an edit
+    recompiles only what the edit touched)."""
+    shutil.copytree(source, destination, ignore=IGNORED, symlinks=True)
+    return destination
+
+
+def write_back(project: Path, files: dict[str, str], *, unchanged_since: Path) -> None:
+    """Write ``files`` (project-relative path: new text) into the project, after checking that none of
+    them changed there since ``unchanged_since`` (the copy the job started from) was taken: a file the
+    user edited meanwhile is not overwritten."""
+    root = project.resolve()
+    targets = {}
+    for relative in files:
+        target = (root / relative).resolve()
+        if not target.is_relative_to(root):
+            raise SpecError(f"refusing to write {relative}: it is outside the project")
+        original = unchanged_since / relative
+        before = original.read_bytes() if original.is_file() else None
+        now = target.read_bytes() if target.is_file() else None
+        if before != now:
+            raise SpecError(
+                f"{relative} changed in the project while the job ran; the rewrite was not written back",
+                hint="the report's diff holds the rewrite; apply it by hand",
+            )
+        targets[relative] = target
+    for relative, text in files.items():
+        targets[relative].parent.mkdir(parents=True, exist_ok=True)
+        targets[relative].write_text(text)

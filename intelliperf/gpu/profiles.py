@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,6 +44,21 @@ def _locate(file: str, resolve: Path | None) -> Path | None:
     return recorded if recorded.is_file() else None
 
 
+def _rehome(rows: Sequence[SourceRow], resolve: Path | None) -> list[SourceRow]:
+    """Rows whose file was found under ``resolve`` renamed to that path, so locations name the project's
+    file rather than the path it had on the machine that recorded the profile."""
+    if resolve is None:
+        return list(rows)
+    found = {file: _locate(file, resolve) for file in dict.fromkeys(r.file for r in rows)}
+    resolved = resolve.resolve()
+    return [
+        replace(r, file=str(path))
+        if (path := found[r.file]) is not None and path.resolve().is_relative_to(resolved)
+        else r
+        for r in rows
+    ]
+
+
 def build_profiles(
     raw_csv: str,
     cuda_sass_csv: str,
@@ -63,7 +79,7 @@ def build_profiles(
         entry = _lookup(raw, kernel)
         if entry is None:
             continue
-        rows = _lookup(source, kernel) or []
+        rows = _rehome(_lookup(source, kernel) or [], resolve)
         profiles[kernel.name] = KernelProfile(
             name=kernel.name,
             demangled=kernel.demangled,

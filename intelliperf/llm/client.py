@@ -18,7 +18,7 @@ import httpx
 from intelliperf.contract import LlmSettings
 from intelliperf.errors import LlmError
 
-__all__ = ["LlmError", "LlmUsage", "check_credentials", "make_lm", "usage_of_last_call"]
+__all__ = ["LlmError", "LlmUsage", "check_credentials", "key_of", "make_lm", "usage_of_last_call"]
 
 # The variables LiteLLM reads for a provider when no key is passed.
 PROVIDER_KEYS = {
@@ -45,7 +45,7 @@ def _key_variables(settings: LlmSettings) -> list[str]:
     return [settings.key_env] + ([fallback] if fallback else [])
 
 
-def _key(settings: LlmSettings) -> str | None:
+def key_of(settings: LlmSettings) -> str | None:
     return next((os.environ[name] for name in _key_variables(settings) if os.environ.get(name)), None)
 
 
@@ -59,7 +59,7 @@ def make_lm(settings: LlmSettings) -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list download at import
     import dspy
 
-    key = _key(settings)
+    key = key_of(settings)
     if key is None:
         raise LlmError(
             f"no key for the LLM provider: set {_key_hint(settings)}",
@@ -81,7 +81,7 @@ def check_credentials(settings: LlmSettings, *, timeout_s: float = 10.0) -> None
     """Fail fast, before profiling: the key is set and, for an ``api_base``, the endpoint accepts it
     (``GET {api_base}/models``). Hosted providers are not called here; a wrong key there shows on the first
     attempt."""
-    key = _key(settings)
+    key = key_of(settings)
     if key is None:
         raise LlmError(f"no key for the LLM provider: set {_key_hint(settings)}")
     if settings.api_base is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from accordo_capture_writer import P, buffer, end, file_header, launch
+from accordo_capture_writer import P, ScaleCapture, buffer, end, file_header, launch
 
 from accordo.capture import Capture, read_capture
 from accordo.compare import compare_captures
@@ -142,3 +142,26 @@ def test_reference_that_launches_differently_per_run_is_rejected(tmp_path: Path)
     two = build(tmp_path, "two", "k(float*)", [[("ptr", x, x + 1)], [("ptr", x, x + 1)]])
     with pytest.raises(ValidationError, match="not deterministic"):
         compare_captures([one, two], one, atol=0, rtol=0)
+
+
+def test_repeated_launches_are_compared_once_with_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop of identical launches, stored as SAME records, costs one comparison per distinct set of
+    snapshots, and every launch still gets its verdict."""
+    import accordo.compare as compare
+
+    calls = []
+    real = compare._compare_pair
+    monkeypatch.setattr(compare, "_compare_pair", lambda *a: calls.append(a) or real(*a))
+    captures = {}
+    for name, dedupe in (("ref", True), ("cand", True), ("plain", False)):
+        path = tmp_path / f"{name}.bin"
+        path.write_bytes(ScaleCapture(launches=50, dedupe=dedupe).build())
+        captures[name] = read_capture(path)
+    deduped = compare_captures([captures["ref"]], captures["cand"], atol=1e-6, rtol=1e-5)
+    assert deduped.passed and deduped.launches_compared == 50
+    assert len(calls) <= 2 * 3  # launch 1, launch 2 (its "before" is launch 1's "after"), then repeats
+    calls.clear()
+    plain = compare_captures([captures["ref"]], captures["plain"], atol=1e-6, rtol=1e-5)
+    assert len(calls) == 50 * 2 and plain.launches == deduped.launches

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from intelliperf.contract import Report
-from intelliperf.errors import BuildError, KernelNotFoundError, NoGpuError, NoLineInfoError, SpecError
+from intelliperf.errors import (
+    BuildError,
+    KernelNotFoundError,
+    LlmError,
+    NoGpuError,
+    NoLineInfoError,
+    SpecError,
+)
 from tests.conftest import gpu_available
 from tests.recorded import EXAMPLES, RECORDED, ROOT
 
@@ -53,7 +60,7 @@ def test_run_prints_the_table_and_writes_the_report(tmp_path: Path) -> None:
         assert f"✓ {stage}" in result.stderr
     report = Report.model_validate_json(output.read_text())
     assert report.selected is not None and report.selected.formula == "bankConflict"
-    assert any("optimization loop is not part of this build" in w for w in report.warnings)
+    assert any("--replay diagnoses only" in w for w in report.warnings) and report.optimization is None
 
 
 def test_named_formula_runs_only_that_formula(tmp_path: Path) -> None:
@@ -118,8 +125,22 @@ def test_replay_of_a_folder_that_is_not_a_recording(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
 def test_no_gpu_is_exit_3() -> None:
-    result = intelliperf("run", "-p", str(EXAMPLES / "transpose_bank"), "--", "./bin/transpose")
+    result = intelliperf(
+        "run", "-f", "diagnoseOnly", "-p", str(EXAMPLES / "transpose_bank"), "--", "./bin/transpose"
+    )
     assert result.returncode == NoGpuError.exit_code and "no NVIDIA GPU" in result.stderr
+
+
+def test_the_loop_checks_its_needs_before_profiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No build command, then no LLM key: each is refused at once, before the GPU is even looked for."""
+    project = ["-p", str(EXAMPLES / "transpose_bank")]
+    result = intelliperf("run", "-f", "bankConflict", *project, "--", "./bin/transpose")
+    assert result.returncode == SpecError.exit_code and "-b/--build_command" in result.stderr
+    monkeypatch.delenv("LLM_GATEWAY_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = intelliperf("run", "-b", "make", *project, "--", "./bin/transpose")
+    assert result.returncode == LlmError.exit_code, result.stderr
+    assert "$LLM_GATEWAY_KEY" in result.stderr and "GPU" not in result.stderr
 
 
 def test_user_tree_is_untouched_without_in_place(tmp_path: Path) -> None:

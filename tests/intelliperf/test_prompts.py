@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import dspy
 import pytest
-from scripted_llm import ScriptedLLM, dspy_reply
 
 from intelliperf.contract import Diagnosis, LlmSettings
 from intelliperf.contract.report import Attempt, DeviceInfo, SourceLocation, Speedup, ValidationResult
@@ -14,6 +13,7 @@ from intelliperf.llm.prompts import (
     render_source,
     signature_for,
 )
+from intelliperf.testing.scripted_llm import ScriptedLLM, dspy_reply
 
 NVCC_OUTPUT = """transpose.cu(42): error: identifier "tile2" is undefined
       tile2[threadIdx.y][threadIdx.x] = in[i];

@@ -1,0 +1,200 @@
+"""The optimization loop on every bundled example, on the GPU, with a scripted model serving the fix.
+
+For each example, `intelliperf run -f <formula> -b make -p <copy of the example> -- <app>` runs as a user
+runs it (a subprocess), its model a ScriptedLLM on 127.0.0.1 that answers with the example's known fix
+(the SEARCH/REPLACE blocks that turn its source into the fixed version). Controls run with `-f auto`
+and must end without asking the model anything. One attempt's wall time is split into build, validate
+(buffer capture and comparison), measure (interleaved timing) and counters (the formula's metric
+re-measured), LLM time excluded; the target is at most 3x (build time + plain run time) plus the
+counter pass.
+
+    python benchmarks/loop.py [--out benchmarks/results/loop.json] [--reports benchmarks/results/loop]
+                              [--record tests/fixtures/loop] [--only NAME]
+
+``--record`` also runs the feedback scenario (garbage, a non-compiling edit, a wrong one, the fix) on
+transpose_bank and keeps its report: the CPU tests replay its validation results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import device_name, plain_wall  # noqa: E402
+from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix  # noqa: E402
+from intelliperf.contract import Report  # noqa: E402
+from intelliperf.testing.scripted_llm import ScriptedLLM  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+KEY = "sk-scripted-benchmark"
+ATTEMPT_PARTS = ("build", "validate", "measure", "counters")
+# Kernel launches per run. Buffer capture copies every launch's buffers, so the loop wants a short but
+# representative workload; the examples' default (hundreds of launches) would spend minutes capturing.
+ITERATIONS = "20"
+
+
+def run_cli(
+    project: Path, app: list[str], formula: str, server: ScriptedLLM, out: Path, attempts: int
+) -> Report:
+    command = [
+        sys.executable, "-m", "intelliperf", "run",
+        "-f", formula, "-b", "make", "-p", str(project),
+        "-m", "scripted", "-r", "openai", "--api_base", server.api_base,
+        "--num_attempts", str(attempts),
+        "-o", str(out / "report.json"), "--summary_file", str(out / "summary.md"),
+        "--", *app,
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "LLM_GATEWAY_KEY": KEY,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = out / "intelliperf.log"  # the progress display, as a user sees it
+    with log.open("w") as stderr:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr, timeout=900
+        )
+    if not (out / "report.json").is_file():
+        raise RuntimeError(
+            f"intelliperf run failed with exit code {done.returncode}:\n{log.read_text()[-3000:]}"
+        )
+    return Report.model_validate_json((out / "report.json").read_text())
+
+
+def fresh_copy(name: str, scratch: Path) -> Path:
+    project = scratch / name
+    shutil.copytree(EXAMPLES / name, project, ignore=shutil.ignore_patterns("bin"))
+    return project
+
+
+def summarize(example: dict, report: Report, plain_s: float, requests: int) -> dict:
+    attempt = report.attempts[-1] if report.attempts else None
+    seconds = attempt.seconds if attempt else {}
+    speedup = attempt.speedup if attempt else None
+    attempt_s = sum(seconds.get(part, 0.0) for part in ATTEMPT_PARTS)
+    build_s = seconds.get("build")
+    counters_s = seconds.get("counters")
+    budget = 3 * ((build_s or 0.0) + plain_s) + (counters_s or 0.0)
+    return {
+        "name": example["name"],
+        "formula": example["formula"] or "auto",
+        "expected": "success" if example["formula"] else "skipped",
+        "status": report.optimization.status if report.optimization else None,
+        "note": report.optimization.note if report.optimization else None,
+        "llm_requests": requests,
+        "attempts": len(report.attempts),
+        "attempt_status": attempt.status if attempt else None,
+        "reason": attempt.reason if attempt else None,
+        "success": report.best is not None,
+        "speedup": round(speedup.median, 4) if speedup else None,
+        "speedup_low": round(speedup.low, 4) if speedup else None,
+        "speedup_high": round(speedup.high, 4) if speedup else None,
+        "timing_runs": speedup.runs if speedup else None,
+        "metric": report.best.metric_name if report.best else None,
+        "metric_before": attempt.metric_before if attempt else None,
+        "metric_after": attempt.metric_after if attempt else None,
+        "attempt_s": round(attempt_s, 3) if attempt else None,
+        **{f"{part}_s": seconds.get(part) for part in ATTEMPT_PARTS},
+        "plain_s": round(plain_s, 4),
+        "attempt_budget_s": round(budget, 3) if attempt else None,
+        "within_budget": attempt_s <= budget if attempt else None,
+    }
+
+
+def run_example(example: dict, scratch: Path, reports: Path) -> dict:
+    name = example["name"]
+    project = fresh_copy(name, scratch)
+    subprocess.run(["make", "-s"], cwd=project, check=True, capture_output=True)
+    app = ["./" + example["app"], ITERATIONS]
+    plain_s = plain_wall(app, project)
+    shutil.rmtree(project / "bin")
+    script = [known_fix(name)] if example["formula"] else []
+    out = reports / name
+    out.mkdir(parents=True, exist_ok=True)
+    with ScriptedLLM(script, key=KEY) as server:
+        report = run_cli(project, app, example["formula"] or "auto", server, out, attempts=1)
+        requests = len(server.requests)
+    return summarize(example, report, plain_s, requests)
+
+
+def record_feedback(record: Path, scratch: Path) -> dict:
+    example = next(e for e in MANIFEST if e["name"] == FEEDBACK_EXAMPLE)
+    project = fresh_copy(FEEDBACK_EXAMPLE, scratch / "feedback")
+    record.mkdir(parents=True, exist_ok=True)
+    with ScriptedLLM(feedback_script(), key=KEY) as server:
+        app = ["./" + example["app"], ITERATIONS]
+        report = run_cli(project, app, example["formula"], server, record, attempts=6)
+        prompts = [request["messages"][-1]["content"] for request in server.requests]
+    (record / "prompts.json").write_text(json.dumps(prompts, indent=1) + "\n")
+    return {"feedback_statuses": [a.status for a in report.attempts]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "loop.json")
+    parser.add_argument("--reports", type=Path, default=ROOT / "benchmarks" / "results" / "loop")
+    parser.add_argument("--record", type=Path, default=None, help="record the feedback scenario here")
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="intelliperf-loop-bench-") as tmp:
+        for example in MANIFEST:
+            if args.only and example["name"] != args.only:
+                continue
+            row = run_example(example, Path(tmp), args.reports)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        feedback = record_feedback(args.record, Path(tmp)) if args.record else {}
+    optimized = [r for r in rows if r["expected"] == "success"]
+    timed = [r for r in rows if r["attempt_s"] is not None]
+    result = {
+        "device": device_name(),
+        "examples": rows,
+        "success_rate": round(sum(r["success"] for r in optimized) / len(optimized), 4) if optimized else 0.0,
+        "controls_skipped": all(
+            r["status"] == "skipped" and r["llm_requests"] == 0 for r in rows if r not in optimized
+        ),
+        "attempt_over_budget_median": round(
+            statistics.median(r["attempt_s"] / r["attempt_budget_s"] for r in timed), 3
+        ) if timed else None,
+        "target": "attempt_s <= 3 * (build_s + plain_s) + counters_s",
+        **feedback,
+    }  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    header = (
+        f"{'example':18} {'formula':17} {'status':10} {'speedup':>8} {'95% interval':>17} "
+        f"{'metric before':>13} {'after':>10} {'attempt s':>9} {'build':>6} {'valid.':>6} {'meas.':>6} "
+        f"{'ctrs':>6} {'plain':>6} {'budget':>6}"
+    )
+    print(header)
+    for r in rows:
+        interval = f"{r['speedup_low']:.3f}-{r['speedup_high']:.3f}" if r["speedup_low"] else ""
+
+        def num(key: str, fmt: str = ".2f", row: dict = r) -> str:
+            return "" if row.get(key) is None else format(row[key], fmt)
+
+        print(
+            f"{r['name']:18} {r['formula']:17} {r['status'] or '':10} {num('speedup', '.3f'):>8} "
+            f"{interval:>17} "
+            f"{num('metric_before', '.4g'):>13} {num('metric_after', '.4g'):>10} {num('attempt_s'):>9} "
+            f"{num('build_s'):>6} {num('validate_s'):>6} {num('measure_s'):>6} {num('counters_s'):>6} "
+            f"{num('plain_s'):>6} {num('attempt_budget_s'):>6}"
+        )
+    ratio = result["attempt_over_budget_median"]
+    print(f"success rate {result['success_rate']:.0%}; attempt time / budget, median: {ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

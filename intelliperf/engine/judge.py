@@ -1,0 +1,83 @@
+"""The optimization loop's judge: Accordo, with the reference captured once for every candidate.
+
+``Judge`` is the seam the loop talks to; ``AccordoJudge`` runs on the GPU. Tests without a GPU stand a
+judge in that replays results recorded on the GPU machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from accordo.validate import (
+    Reference,
+    ValidationOptions,
+    capture_reference,
+    check_candidate,
+    time_candidate,
+)
+from intelliperf.contract import JobSpec, Speedup, ValidationResult
+
+__all__ = ["AccordoJudge", "Judge", "options_for"]
+
+Say = Callable[[str], None]
+
+
+class Judge(Protocol):
+    def prepare(self, say: Say) -> None:
+        """Capture the reference (once, before the first candidate)."""
+
+    def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
+        """Is the candidate built in ``candidate_dir`` correct? (No timing.)"""
+
+    def time(self, candidate_dir: Path, say: Say) -> Speedup:
+        """How much faster is the (correct) candidate than the reference?"""
+
+
+def options_for(spec: JobSpec) -> ValidationOptions:
+    tolerances = spec.tolerances
+    return ValidationOptions(
+        atol=tolerances.atol,
+        rtol=tolerances.rtol,
+        calibration_runs=tolerances.calibration_runs,
+        runs=tolerances.timing_runs,
+        min_runs=min(tolerances.min_timing_runs, tolerances.timing_runs),
+        timeout_s=spec.timeouts.run_s,
+        element_type=tolerances.dtype,
+    )
+
+
+class AccordoJudge:
+    """Validates candidates of ``kernel`` (its mangled name) run as ``command`` in their own copy of the
+    project, against the same command in ``reference_dir``."""
+
+    def __init__(
+        self, kernel: str, command: Sequence[str], reference_dir: Path, options: ValidationOptions
+    ) -> None:
+        self.kernel = kernel
+        self.command = list(command)
+        self.reference_dir = reference_dir
+        self.options = options
+        self._reference: Reference | None = None
+
+    def prepare(self, say: Say) -> None:
+        if self._reference is None:
+            self._reference = capture_reference(
+                self.kernel, self.command, cwd=self.reference_dir, options=self.options, progress=say
+            )
+
+    def _ready(self, say: Say) -> Reference:
+        self.prepare(say)
+        assert self._reference is not None
+        return self._reference
+
+    def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
+        return check_candidate(
+            self._ready(say), self.command, cwd=candidate_dir, options=self.options, progress=say
+        )
+
+    def time(self, candidate_dir: Path, say: Say) -> Speedup:
+        return time_candidate(
+            self._ready(say), self.command, cwd=candidate_dir, options=self.options, progress=say
+        )
