@@ -63,6 +63,15 @@ def test_run_prints_the_table_and_writes_the_report(tmp_path: Path) -> None:
     assert any("--replay diagnoses only" in w for w in report.warnings) and report.optimization is None
 
 
+def test_summary_file_is_the_markdown_of_the_report(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    result = replay("transpose_bank", "-f", "diagnoseOnly", "--summary_file", str(summary))
+    assert result.returncode == 0, result.stderr
+    text = summary.read_text()
+    assert text.startswith("## IntelliPerf diagnosis") and "transpose.cu:59" in text
+    assert "```cuda" in text and f"summary written to {summary}" in result.stderr
+
+
 def test_named_formula_runs_only_that_formula(tmp_path: Path) -> None:
     output = tmp_path / "r.json"
     result = replay("strided_copy", "-f", "memoryAccess", "-o", str(output))
