@@ -99,6 +99,14 @@ class Reference:
     command: tuple[str, ...]
     cwd: Path | None
     captures: tuple[Capture, ...]
+    wall_s: tuple[float, ...] = ()  # each capture run's wall time
+
+    def candidate_timeout(self, limit_s: float, *, factor: float = 10.0, floor_s: float = 30.0) -> float:
+        """How long a candidate run may take: ``factor`` times the slowest reference capture run (at least
+        ``floor_s``), never more than ``limit_s``. A rewrite that hangs is then stopped in proportion to
+        the application, not after the job's whole run timeout."""
+        slowest = max(self.wall_s, default=0.0)
+        return min(limit_s, max(floor_s, factor * slowest))
 
 
 def capture_reference(
@@ -116,7 +124,7 @@ def capture_reference(
     crashes, hangs or never launches the kernel raises: nothing can be judged against it."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
-    captures = []
+    captures, walls = [], []
     for i in range(options.calibration_runs):
         say(f"capturing the reference ({i + 1}/{options.calibration_runs})")
         run = run_capture(
@@ -131,11 +139,13 @@ def capture_reference(
                 log_tail=run.stderr_tail or None,
             )
         captures.append(run.capture)
+        walls.append(run.wall_s)
     return Reference(
         kernel=kernel,
         command=tuple(reference),
         cwd=Path(cwd) if cwd is not None else None,
         captures=tuple(captures),
+        wall_s=tuple(walls),
     )
 
 

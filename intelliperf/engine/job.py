@@ -164,6 +164,10 @@ def run_job(
         )
         report = _with_loop(report, spec, target, result, time.perf_counter() - started)
         if spec.in_place and report.best is not None:
-            write_back(project, result.best_files, unchanged_since=ws)
+            try:
+                write_back(project, result.best_files, unchanged_since=ws)
+            except SpecError as error:
+                warning = f"the best rewrite was not written back: {error}"
+                return report.model_copy(update={"warnings": [*report.warnings, warning]})
             report = report.model_copy(update={"best": report.best.model_copy(update={"written_back": True})})
     return report

@@ -7,6 +7,7 @@ judge in that replays results recorded on the GPU machine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -72,12 +73,15 @@ class AccordoJudge:
         assert self._reference is not None
         return self._reference
 
+    def _candidate_options(self, reference: Reference) -> ValidationOptions:
+        return replace(self.options, timeout_s=reference.candidate_timeout(self.options.timeout_s))
+
     def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
-        return check_candidate(
-            self._ready(say), self.command, cwd=candidate_dir, options=self.options, progress=say
-        )
+        reference = self._ready(say)
+        options = self._candidate_options(reference)
+        return check_candidate(reference, self.command, cwd=candidate_dir, options=options, progress=say)
 
     def time(self, candidate_dir: Path, say: Say) -> Speedup:
-        return time_candidate(
-            self._ready(say), self.command, cwd=candidate_dir, options=self.options, progress=say
-        )
+        reference = self._ready(say)
+        options = self._candidate_options(reference)
+        return time_candidate(reference, self.command, cwd=candidate_dir, options=options, progress=say)

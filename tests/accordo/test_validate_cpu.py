@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accordo.capture import CaptureRun, read_capture
-from accordo.validate import ValidationOptions, _candidate_failure
+from accordo.validate import Reference, ValidationOptions, _candidate_failure
 from intelliperf.cli import app
 
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "captures" / "block_sum"
@@ -70,3 +70,11 @@ def test_cli_rejects_bad_options_before_running_anything() -> None:
     assert bad_kernel.exit_code == 2 and "not a valid regex" in bad_kernel.output
     one_run = runner.invoke(app, [*base, "--runs", "1"])
     assert one_run.exit_code == 2
+
+
+def test_a_candidate_may_run_ten_times_the_slowest_reference_within_the_limit() -> None:
+    reference = Reference(kernel="k", command=("./app",), cwd=None, captures=(), wall_s=(0.8, 5.2, 1.0))
+    assert reference.candidate_timeout(600) == pytest.approx(52.0)
+    assert reference.candidate_timeout(40) == 40  # never beyond the job's run timeout
+    quick = Reference(kernel="k", command=("./app",), cwd=None, captures=(), wall_s=(0.3,))
+    assert quick.candidate_timeout(600) == 30  # a floor for start-up noise

@@ -102,6 +102,7 @@ def run(
     *,
     backend: ReplayBackend | None = None,
     judges: list[RecordedJudge] | None = None,
+    judge_type: type[RecordedJudge] = RecordedJudge,
     **spec: object,
 ) -> tuple[Report, list[str]]:
     """One job through the engine; returns the report and the user message of every request."""
@@ -118,7 +119,7 @@ def run(
 
         def judge_for(target: Target, reference_dir: Path, _: JobSpec) -> RecordedJudge:
             assert target.kernel.name == "_Z15transpose_tiledPKfPfii"
-            judges.append(RecordedJudge(reference_dir))
+            judges.append(judge_type(reference_dir))
             return judges[-1]
 
         report = run_job(
@@ -216,6 +217,20 @@ def test_faster_but_bottleneck_still_there_is_not_a_success(project: Path) -> No
     assert attempt.metric_after == attempt.metric_before == 16252928.0
     assert attempt.reason and "the bottleneck is still there" in attempt.reason
     assert report.optimization is not None and report.optimization.status == "exhausted"
+
+
+def test_a_file_the_user_edits_during_the_job_is_not_overwritten(project: Path) -> None:
+    class UserEditsMeanwhile(RecordedJudge):
+        def prepare(self, say: object) -> None:
+            super().prepare(say)
+            (project / SOURCE).write_text(ORIGINAL + "// the user's own change\n")
+
+    report, _ = run(
+        project, [known_fix("transpose_bank")], judge_type=UserEditsMeanwhile, num_attempts=1, in_place=True
+    )
+    assert report.best is not None and not report.best.written_back
+    assert any("changed in the project while the job ran" in w for w in report.warnings)
+    assert (project / SOURCE).read_text().endswith("// the user's own change\n")
 
 
 def test_candidate_tree_restores_edited_and_removes_created_files(tmp_path: Path) -> None:
