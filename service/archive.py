@@ -1,0 +1,96 @@
+"""Unpacking a project uploaded as a tar.gz, safely: the service extracts archives that strangers send.
+
+Every member is checked before anything is written: no absolute paths, no ``..``, no device files or
+FIFOs, links only to targets inside the project, at most ``max_members`` members and ``max_bytes`` of
+content in all. Extraction goes to a temporary folder next to the destination, which is renamed into
+place only when everything succeeded, so a rejected archive leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+__all__ = ["ArchiveError", "ArchiveLimits", "extract_project"]
+
+
+class ArchiveError(ValueError):
+    """The archive is refused; the message names the member and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    max_upload_bytes: int = 64 * 2**20
+    max_bytes: int = 512 * 2**20  # uncompressed content
+    max_members: int = 20_000
+
+
+def _member_path(member: tarfile.TarInfo) -> PurePosixPath:
+    name = member.name
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or name.startswith(("\\", "//")) or ":" in path.parts[0]:
+        raise ArchiveError(f"{name!r}: absolute paths are not allowed in the project archive")
+    if ".." in path.parts:
+        raise ArchiveError(f"{name!r}: '..' is not allowed in the project archive")
+    return path
+
+
+def _check_link(member: tarfile.TarInfo, path: PurePosixPath) -> None:
+    target = PurePosixPath(member.linkname)
+    if target.is_absolute():
+        raise ArchiveError(f"{member.name!r}: links to absolute paths ({member.linkname!r}) are not allowed")
+    # a symlink resolves from its own folder, a hard link from the archive's root
+    base = path.parent if member.issym() else PurePosixPath()
+    depth = 0
+    for part in (base / target).parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            raise ArchiveError(f"{member.name!r}: the link to {member.linkname!r} leaves the project")
+
+
+def _checked_members(archive: tarfile.TarFile, limits: ArchiveLimits) -> list[tarfile.TarInfo]:
+    members = []
+    total = 0
+    for member in archive:
+        if len(members) >= limits.max_members:
+            raise ArchiveError(f"the archive holds more than {limits.max_members} members")
+        path = _member_path(member)
+        if member.issym() or member.islnk():
+            _check_link(member, path)
+        elif not (member.isfile() or member.isdir()):
+            raise ArchiveError(f"{member.name!r}: only files, folders and links are allowed")
+        total += member.size if member.isfile() else 0
+        if total > limits.max_bytes:
+            raise ArchiveError(f"the archive's content exceeds {limits.max_bytes} bytes uncompressed")
+        members.append(member)
+    if not members:
+        raise ArchiveError("the archive is empty")
+    return members
+
+
+def extract_project(data: bytes, destination: Path, limits: ArchiveLimits | None = None) -> Path:
+    """Extract the tar.gz ``data`` into ``destination`` (which must not exist yet); returns it."""
+    limits = limits or ArchiveLimits()
+    if len(data) > limits.max_upload_bytes:
+        raise ArchiveError(f"the upload is {len(data)} bytes; the limit is {limits.max_upload_bytes}")
+    if destination.exists():
+        raise FileExistsError(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=destination.parent))
+    try:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+                members = _checked_members(archive, limits)
+                archive.extractall(staging, members=members, filter="data")
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise ArchiveError(f"not a readable tar.gz archive: {exc}") from None
+        os.replace(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return destination
