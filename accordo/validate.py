@@ -93,13 +93,16 @@ def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions)
 @dataclass(frozen=True)
 class Reference:
     """The reference's calibration captures for one kernel: taken once, compared with every candidate.
-    The captures stay readable (memory maps) after their files are gone."""
+    The captures stay readable (memory maps) after their files are gone. Candidates run with the same
+    environment and capture library as the reference did."""
 
     kernel: str
     command: tuple[str, ...]
     cwd: Path | None
     captures: tuple[Capture, ...]
     wall_s: tuple[float, ...] = ()  # each capture run's wall time
+    env: Mapping[str, str] | None = None
+    library: str | Path | None = None
 
     def candidate_timeout(self, limit_s: float, *, factor: float = 10.0, floor_s: float = 30.0) -> float:
         """How long a candidate run may take: ``factor`` times the slowest reference capture run (at least
@@ -146,6 +149,8 @@ def capture_reference(
         cwd=Path(cwd) if cwd is not None else None,
         captures=tuple(captures),
         wall_s=tuple(walls),
+        env=env,
+        library=library,
     )
 
 
@@ -170,11 +175,9 @@ def check_candidate(
     candidate: Sequence[str],
     *,
     cwd: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
     keep_captures: str | Path | None = None,
-    library: str | Path | None = None,
 ) -> ValidationResult:
     """Capture the candidate once and compare it with the reference's captures (no timing)."""
     options = options or ValidationOptions()
@@ -186,7 +189,7 @@ def check_candidate(
             candidate,
             cwd=cwd,
             output_dir=_output_dir(keep_captures, "candidate"),
-            **_capture_settings(kernel, env, options, library),
+            **_capture_settings(kernel, reference.env, options, reference.library),
         )
     except KernelNotFoundError:
         return ValidationResult(
@@ -228,10 +231,8 @@ def time_candidate(
     candidate: Sequence[str],
     *,
     cwd: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
-    library: str | Path | None = None,
 ) -> Speedup:
     """The candidate's speedup over the reference: interleaved traced runs (``accordo.speedup``)."""
     options = options or ValidationOptions()
@@ -246,8 +247,8 @@ def time_candidate(
         timeout_s=options.timeout_s,
         reference_cwd=reference.cwd,
         candidate_cwd=cwd,
-        env=env,
-        library=library,
+        env=reference.env,
+        library=reference.library,
         progress=say,
     )
 
@@ -273,17 +274,21 @@ def validate(
     otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there.
     """
     options = options or ValidationOptions()
-    common = {"env": env, "options": options, "progress": progress, "library": library}
     ref = capture_reference(
         kernel,
         reference,
         cwd=reference_cwd if reference_cwd is not None else cwd,
+        env=env,
+        options=options,
+        progress=progress,
         keep_captures=keep_captures,
-        **common,  # type: ignore[arg-type]
+        library=library,
     )
     cand_cwd = candidate_cwd if candidate_cwd is not None else cwd
-    result = check_candidate(ref, candidate, cwd=cand_cwd, keep_captures=keep_captures, **common)  # type: ignore[arg-type]
+    result = check_candidate(
+        ref, candidate, cwd=cand_cwd, options=options, progress=progress, keep_captures=keep_captures
+    )
     if not result.passed or not options.measure:
         return result
-    speedup = time_candidate(ref, candidate, cwd=cand_cwd, **common)  # type: ignore[arg-type]
+    speedup = time_candidate(ref, candidate, cwd=cand_cwd, options=options, progress=progress)
     return result.model_copy(update={"speedup": speedup})

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow, severity_for
+from formulas.base import Formula, Instruction, KernelProfile, SourceRow
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
@@ -92,13 +92,9 @@ class AtomicContention(Formula):
         locations = self.hot_lines(
             kernel, _atomics_executed, label="atomic instructions executed", numbers=_samples
         )
-        return Diagnosis(
-            kernel=kernel.name,
-            formula=self.name,
-            present=True,
-            severity=severity_for(saving, True),
-            estimated_saving_ns=saving * kernel.duration_ns,
-            estimated_saving_fraction=round(saving, 4),
+        return self.present(
+            kernel,
+            saving,
             summary=(
                 f"{instructions * 32:,.0f} atomic operations converge on few addresses: one L2 slice serves "
                 f"{concentration:.0f}x its share, serializing ~{boundness:.0%} of the kernel's time"

@@ -177,6 +177,30 @@ class Formula(ABC):
             )
         return locations
 
+    def present(
+        self,
+        kernel: KernelProfile,
+        saving: float,
+        *,
+        summary: str,
+        reasoning: str,
+        metrics: dict[str, float],
+        locations: list[SourceLocation],
+    ) -> Diagnosis:
+        """The bottleneck is there; ``saving`` is the share of the kernel's time removing it could save."""
+        return Diagnosis(
+            kernel=kernel.name,
+            formula=self.name,
+            present=True,
+            severity=severity_for(saving, True),
+            estimated_saving_ns=saving * kernel.duration_ns,
+            estimated_saving_fraction=round(saving, 4),
+            summary=summary,
+            reasoning=reasoning,
+            metrics=metrics,
+            locations=locations,
+        )
+
     def absent(self, kernel: KernelProfile, reasoning: str, metrics: dict[str, float]) -> Diagnosis:
         return Diagnosis(
             kernel=kernel.name,

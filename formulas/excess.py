@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow, severity_for
+from formulas.base import Formula, KernelProfile, SourceRow
 from intelliperf.contract import Diagnosis
 
 __all__ = ["ExcessShareFormula"]
@@ -71,13 +71,9 @@ class ExcessShareFormula(Formula):
             label=self.excessive_column,
             numbers=self._line,
         )
-        return Diagnosis(
-            kernel=kernel.name,
-            formula=self.name,
-            present=True,
-            severity=severity_for(saving, True),
-            estimated_saving_ns=saving * kernel.duration_ns,
-            estimated_saving_fraction=round(saving, 4),
+        return self.present(
+            kernel,
+            saving,
             summary=self.summary(share, total / max(ideal, 1.0)),
             reasoning=reasoning,
             metrics=numbers,

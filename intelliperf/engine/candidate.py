@@ -95,18 +95,16 @@ class _Clock:
             self.seconds[name] = round(time.perf_counter() - started, 3)
 
 
-def _measure_metric(
-    target: Target, tree: CandidateTree, backend: GpuBackend, formula: Formula
-) -> float | None:
+def _measure_metric(target: Target, tree: CandidateTree, backend: GpuBackend) -> float | None:
     profiles = backend.collect(
         target.command,
         cwd=tree.root,
         kernels=[target.kernel],
-        metrics=metrics_for([formula]),
+        metrics=metrics_for([target.formula]),
         timeout_s=target.counters_timeout_s,
     )
     profile = profiles.get(target.kernel.name)
-    return None if profile is None else formula.bottleneck_metric(profile)
+    return None if profile is None else target.formula.bottleneck_metric(profile)
 
 
 def evaluate(
@@ -161,7 +159,7 @@ def evaluate(
         validation = validation.model_copy(update={"speedup": speedup})
         say(f"{speedup.median:.3f}x ({speedup.verdict}); re-measuring {target.formula.metric_label}")
         with clock.step("counters"):
-            metric_after = _measure_metric(target, tree, backend, target.formula)
+            metric_after = _measure_metric(target, tree, backend)
     except (AppError, ProfileError) as exc:
         reason = f"measuring the validated candidate failed: {exc.message}"
         return Evaluated(verdict("error", reason, validation=validation), new_files)

@@ -92,13 +92,13 @@ def run_diagnosis(
     """The diagnosis part of a job, for its first application, in a scratch copy of ``project``."""
     settings = get_settings()
     with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
-        return diagnose_in(spec, backend=backend, workspace=ws, project=project, progress=progress).report
+        return diagnose_in(spec, backend=backend, ws=ws, project=project, progress=progress).report
 
 
 def diagnose_in(
-    spec: JobSpec, *, backend: GpuBackend, workspace: Path, project: Path, progress: Progress | None = None
+    spec: JobSpec, *, backend: GpuBackend, ws: Path, project: Path, progress: Progress | None = None
 ) -> Diagnosed:
-    """Build in ``workspace`` (a copy of ``project``), time every kernel, count what the formulas need
+    """Build in the workspace ``ws`` (a copy of ``project``), time every kernel, count what the formulas need
     on the top ones, decide and localize. Raises an IntelliPerfError on bad input."""
     progress = progress or NullProgress()
     settings = get_settings()
@@ -106,7 +106,6 @@ def diagnose_in(
         raise SpecError("run_diagnosis takes one application; call it once per application")
     app = spec.applications[0]
     formulas = formulas_for(spec.formula)
-    ws = workspace
     progress.start("device", "looking for the GPU")
     device = backend.device()
     progress.done("device", f"{device.name} ({device.arch})")

@@ -133,7 +133,7 @@ def run_job(
     if optimize:
         check_optimizable(spec)
     with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
-        diagnosed = diagnose_in(spec, backend=backend, workspace=ws, project=project, progress=progress)
+        diagnosed = diagnose_in(spec, backend=backend, ws=ws, project=project, progress=progress)
         report = diagnosed.report
         if not optimize or proposer is None:
             return report
