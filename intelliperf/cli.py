@@ -297,5 +297,14 @@ def _root(
         raise typer.Exit()
 
 
+def _register_service_commands() -> None:
+    from service.cli import register
+
+    register(app)
+
+
+_register_service_commands()
+
+
 def main() -> None:
     app()

@@ -33,7 +33,7 @@ class ArchiveLimits:
 def _member_path(member: tarfile.TarInfo) -> PurePosixPath:
     name = member.name
     path = PurePosixPath(name)
-    if not name or path.is_absolute() or name.startswith(("\\", "//")) or ":" in path.parts[0]:
+    if not name or path.is_absolute() or name.startswith(("\\", "//")) or ":" in (path.parts or ("",))[0]:
         raise ArchiveError(f"{name!r}: absolute paths are not allowed in the project archive")
     if ".." in path.parts:
         raise ArchiveError(f"{name!r}: '..' is not allowed in the project archive")

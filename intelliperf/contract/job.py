@@ -175,12 +175,24 @@ class JobSpec(_Strict):
         default=False,
         description="Write the best validated rewrite back into the project (work is always done in a copy)",
     )
+    replay: str | None = Field(
+        default=None,
+        description="A folder of the project holding a profile recorded on a GPU machine: diagnose from it "
+        "without a GPU (demos, tests); the optimization loop needs the GPU and is skipped",
+    )
 
     @field_validator("project_directory")
     @classmethod
     def _stays_inside(cls, path: str) -> str:
         if ".." in path.split("/"):
             raise ValueError("project_directory must not leave the project ('..')")
+        return path
+
+    @field_validator("replay")
+    @classmethod
+    def _replay_inside(cls, path: str | None) -> str | None:
+        if path is not None and (".." in path.split("/") or path.startswith("/")):
+            raise ValueError("replay must be a folder inside the project (no '..', not absolute)")
         return path
 
     def for_application(self, app: Application) -> JobSpec:

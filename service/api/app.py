@@ -1,0 +1,87 @@
+"""The FastAPI application: jobs API, operations endpoints, dashboard; the dispatcher runs beside it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from prometheus_client.core import CollectorRegistry
+
+from intelliperf import __version__
+from intelliperf.contract import JobSpec
+from service.api import jobs, ops
+from service.api.limits import BodySizeLimit, BodyTooLarge
+from service.db.migrate import upgrade
+from service.db.session import Database
+from service.dispatch import Dispatcher
+from service.queue import make_celery
+from service.settings import ServiceSettings, get_service_settings
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """IntelliPerf's jobs API. Submit a job spec (or a project archive with one), follow its
+events, read its report and diff. Authenticate with `Authorization: Bearer <token>`."""
+
+
+def create_app(
+    settings: ServiceSettings | None = None, *, migrate: bool = True, dispatch: bool = True
+) -> FastAPI:
+    settings = settings or get_service_settings()
+    db = Database(settings.resolved_database_url)
+    if migrate:
+        upgrade(settings.resolved_database_url)
+    celery = make_celery(settings)
+    dispatcher = Dispatcher(db, celery, settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if dispatch:
+            dispatcher.start()
+            dispatcher.notify()
+        try:
+            yield
+        finally:
+            dispatcher.stop()
+            db.dispose()
+
+    app = FastAPI(
+        title="IntelliPerf",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        separate_input_output_schemas=False,
+    )
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(ops.JobMetrics(db, settings.worker_stale_s))
+    app.state.settings, app.state.db, app.state.celery = settings, db, celery
+    app.state.dispatcher, app.state.metrics_registry = dispatcher, registry
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20)
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_413_CONTENT_TOO_LARGE)
+
+    app.include_router(jobs.router)
+    app.include_router(ops.router)
+    from service.dashboard import routes as dashboard
+
+    app.include_router(dashboard.router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            spec_schema = JobSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(spec_schema.pop("$defs", {}))
+            components["JobSpec"] = spec_schema
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

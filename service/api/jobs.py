@@ -1,0 +1,352 @@
+"""/v1/jobs: submit, list, inspect, follow, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from intelliperf.contract import JobSpec
+from service.api.deps import CurrentPrincipal, get_db, get_settings
+from service.api.schemas import JobDetail, JobList, JobSummary
+from service.archive import ArchiveError, ArchiveLimits, extract_project
+from service.auth import Principal, check_scope
+from service.db.models import FINISHED, JOB_STATES, Job
+from service.jobs import (
+    IdempotencyConflict,
+    events_after,
+    get_job,
+    list_jobs,
+    repository_name,
+    request_cancel,
+    submit,
+)
+from service.settings import ServiceSettings
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+MAX_SPEC_BYTES = 1 * 2**20
+KEEPALIVE_S = 15.0
+
+_UPLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["spec", "archive"],
+    "properties": {
+        "spec": {"type": "string", "description": "The job spec as JSON (schema: JobSpec)"},
+        "archive": {"type": "string", "format": "binary", "description": "The project as a tar.gz"},
+    },
+}
+
+
+def _invalid(field: str, message: str, kind: str = "value_error") -> HTTPException:
+    return HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        [{"loc": ["body", *field.split(".")], "msg": message, "type": kind}],
+    )
+
+
+def _parse_spec(raw: bytes | str, where: str) -> JobSpec:
+    try:
+        return JobSpec.model_validate_json(raw)
+    except ValidationError as exc:
+        details = [
+            {"loc": [where, *(str(p) for p in err["loc"])], "msg": err["msg"], "type": err["type"]}
+            for err in exc.errors(include_url=False, include_context=False, include_input=False)
+        ]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, details) from None
+
+
+async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[JobSpec, bytes]:
+    try:
+        form = await request.form(max_files=1, max_fields=1, max_part_size=MAX_SPEC_BYTES)
+    except HTTPException as exc:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"malformed multipart body: {exc.detail}") from None
+    try:
+        spec_field, archive_field = form.get("spec"), form.get("archive")
+        if not isinstance(spec_field, str):
+            raise _invalid("spec", "a form field 'spec' with the job spec as JSON is required", "missing")
+        if not isinstance(archive_field, UploadFile):
+            raise _invalid(
+                "archive", "a file field 'archive' with the project as tar.gz is required", "missing"
+            )
+        spec = _parse_spec(spec_field, "spec")
+        data = await archive_field.read(settings.max_upload_bytes + 1)
+        if len(data) > settings.max_upload_bytes:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE,
+                f"archive: the upload exceeds the limit of {settings.max_upload_bytes} bytes",
+            )
+    finally:
+        await form.close()
+    await run_in_threadpool(_check_archive, data, settings)
+    return spec, data
+
+
+def _check_archive(data: bytes, settings: ServiceSettings) -> None:
+    """Extract into a scratch folder with every safety check, so a hostile archive is refused now."""
+    limits = ArchiveLimits(
+        max_upload_bytes=settings.max_upload_bytes,
+        max_bytes=settings.max_archive_bytes,
+        max_members=settings.max_archive_members,
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="intelliperf-upload-"))
+    try:
+        extract_project(data, scratch / "project", limits)
+    except ArchiveError as exc:
+        raise _invalid("archive", str(exc)) from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _record(
+    request: Request,
+    spec: JobSpec,
+    archive: bytes | None,
+    principal: Principal,
+    priority: int,
+    idempotency_key: str | None,
+) -> tuple[JobDetail, bool]:
+    repository = repository_name(spec.repository.url) if spec.repository else None
+    if spec.repository is not None and repository is None:
+        raise _invalid("repository.url", "cannot tell owner/name from this URL")
+    if spec.repository is None and archive is None:
+        raise _invalid(
+            "repository",
+            "a job needs a source: spec.repository (cloned by the worker) or an uploaded archive",
+        )
+    refusal = check_scope(principal, repository)
+    if refusal:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, refusal)
+    with get_db(request).session() as session:
+        try:
+            job, created = submit(
+                session,
+                spec,
+                principal=principal,
+                repository=repository,
+                priority=priority,
+                idempotency_key=idempotency_key,
+                archive=archive,
+            )
+        except IdempotencyConflict as exc:
+            raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+        return JobDetail.of(job), created
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobDetail,
+    summary="Submit a job",
+    description="A job spec as JSON (the worker clones `spec.repository`), or multipart with `spec` and "
+    "the project as a tar.gz `archive`. With an `Idempotency-Key`, a retried submission returns the "
+    "first job (200) instead of making a second one.",
+    responses={
+        200: {"description": "The job this Idempotency-Key made before", "model": JobDetail},
+        401: {"description": "No or bad token"},
+        403: {"description": "The token is not scoped to the repository"},
+        409: {"description": "The Idempotency-Key was used with another spec"},
+        413: {"description": "The body or archive is too large"},
+        415: {"description": "Neither JSON nor multipart"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}},
+                "multipart/form-data": {"schema": _UPLOAD_SCHEMA},
+            },
+        }
+    },
+)
+async def submit_job(
+    request: Request,
+    principal: CurrentPrincipal,
+    priority: Annotated[int, Query(ge=0, le=9, description="0 (lowest) to 9 (highest)")] = 5,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
+) -> JSONResponse:
+    settings = get_settings(request)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    archive: bytes | None = None
+    if content_type == "application/json":
+        body = await request.body()
+        if len(body) > MAX_SPEC_BYTES:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE, f"the job spec exceeds {MAX_SPEC_BYTES} bytes"
+            )
+        spec = _parse_spec(body, "body")
+    elif content_type == "multipart/form-data":
+        spec, archive = await _read_upload(request, settings)
+    else:
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            "send the job spec as application/json, or multipart/form-data with 'spec' and 'archive'",
+        )
+    detail, created = await run_in_threadpool(
+        _record, request, spec, archive, principal, priority, idempotency_key
+    )
+    if created:
+        request.app.state.dispatcher.notify()
+    return JSONResponse(
+        detail.model_dump(mode="json"),
+        status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        headers={"Location": detail.links.self, "Idempotent-Replayed": "false" if created else "true"},
+    )
+
+
+@router.get("", response_model=JobList, summary="List jobs, newest first")
+def list_all(
+    request: Request,
+    principal: CurrentPrincipal,
+    status_: Annotated[str | None, Query(alias="status", pattern="^(" + "|".join(JOB_STATES) + ")$")] = None,
+    repository: Annotated[str | None, Query(max_length=200)] = None,
+    queue: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> JobList:
+    with get_db(request).session() as session:
+        page = list_jobs(
+            session, principal, status=status_, repository=repository, queue=queue, limit=limit, offset=offset
+        )
+        return JobList(
+            items=[JobSummary.of(j) for j in page.jobs], total=page.total, limit=limit, offset=offset
+        )
+
+
+_NOT_FOUND = {404: {"description": "No such job (or not visible to this token)"}}
+
+
+def _job_or_404(request: Request, principal: Principal, job_id: str) -> Job:
+    with get_db(request).session() as session:
+        job = get_job(session, job_id, principal)
+    if job is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")
+    return job
+
+
+@router.get("/{job_id}", response_model=JobDetail, responses=_NOT_FOUND, summary="One job")
+def read_job(request: Request, principal: CurrentPrincipal, job_id: str) -> JobDetail:
+    return JobDetail.of(_job_or_404(request, principal, job_id))
+
+
+@router.get(
+    "/{job_id}/report",
+    responses={**_NOT_FOUND, 200: {"description": "The report (schema: `intelliperf schema report`)"}},
+    summary="The job's report",
+)
+def read_report(request: Request, principal: CurrentPrincipal, job_id: str) -> JSONResponse:
+    job = _job_or_404(request, principal, job_id)
+    if job.report is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no report (it is {job.status})")
+    return JSONResponse(job.report)
+
+
+@router.get(
+    "/{job_id}/diff",
+    response_class=PlainTextResponse,
+    responses={**_NOT_FOUND, 200: {"content": {"text/x-diff": {}}, "description": "Unified diff"}},
+    summary="The best rewrite as a unified diff",
+)
+def read_diff(request: Request, principal: CurrentPrincipal, job_id: str) -> PlainTextResponse:
+    job = _job_or_404(request, principal, job_id)
+    if not job.diff:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no diff (it is {job.status})")
+    return PlainTextResponse(job.diff, media_type="text/x-diff")
+
+
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobDetail,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={**_NOT_FOUND, 409: {"description": "The job has finished"}},
+    summary="Cancel a job",
+)
+def cancel_job(request: Request, principal: CurrentPrincipal, job_id: str) -> JobDetail:
+    job = _job_or_404(request, principal, job_id)
+    if job.status in FINISHED:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} has already finished ({job.status})")
+    with get_db(request).session() as session:
+        job = request_cancel(session, session.merge(job))
+        return JobDetail.of(job)
+
+
+def _event_frames(request: Request, job_id: str, after: int) -> tuple[str, list[dict[str, Any]]]:
+    with get_db(request).session() as session:
+        state = session.get(Job, job_id)
+        assert state is not None
+        events = events_after(session, job_id, after)
+        return state.status, [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "stage": e.stage,
+                "message": e.message,
+                "at": e.created_at.isoformat(),
+            }
+            for e in events
+        ]
+
+
+@router.get(
+    "/{job_id}/events",
+    responses={
+        **_NOT_FOUND,
+        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events"},
+    },
+    summary="Stage changes and log lines, live (server-sent events)",
+    description="Each event has `id` (resume with `Last-Event-ID` or `?after=`), `event` (state, stage or "
+    "log) and JSON `data`. The stream ends with an `end` event once the job has finished; with "
+    "`follow=false` it ends after the events recorded so far.",
+)
+async def stream_events(
+    request: Request,
+    principal: CurrentPrincipal,
+    job_id: str,
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    follow: bool = True,
+    last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
+) -> StreamingResponse:
+    await run_in_threadpool(_job_or_404, request, principal, job_id)
+    start = max(after, int(last_event_id) if last_event_id else 0)
+    poll = get_settings(request).events_poll_s
+
+    async def frames() -> AsyncIterator[str]:
+        last, quiet = start, 0.0
+        while True:
+            state, events = await run_in_threadpool(_event_frames, request, job_id, last)
+            for event in events:
+                last = event["id"]
+                yield f"id: {last}\nevent: {event['kind']}\ndata: {json.dumps(event)}\n\n"
+            if events:
+                quiet = 0.0
+                continue
+            if state in FINISHED:
+                yield f"event: end\ndata: {json.dumps({'status': state})}\n\n"
+                return
+            if not follow or await request.is_disconnected():
+                return
+            await asyncio.sleep(poll)
+            quiet += poll
+            if quiet >= KEEPALIVE_S:
+                quiet = 0.0
+                yield ": keep-alive\n\n"
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,90 @@
+"""What the API returns. Requests are the contract's JobSpec; these are the service's own views."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from intelliperf.contract import JobSpec
+from service.db.models import Job
+
+__all__ = ["JobDetail", "JobLinks", "JobList", "JobSummary", "WorkerOut"]
+
+
+class JobLinks(BaseModel):
+    self: str
+    events: str
+    report: str
+    diff: str
+    cancel: str
+
+
+class JobSummary(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
+    queue: str = Field(description="The GPU queue, e.g. gpu.nvidia.sm90")
+    priority: int = Field(description="0 (lowest) to 9 (highest)")
+    repository: str | None
+    source: str = Field(description="'git' (cloned by the worker) or 'archive' (uploaded)")
+    created_at: datetime
+    dispatched_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker: str | None
+    runs: int = Field(description="How often a worker started this job")
+    cancel_requested: bool
+    outcome: str | None
+    error: str | None
+    speedup: float | None
+    pr_url: str | None
+    links: JobLinks
+
+    @classmethod
+    def of(cls, job: Job) -> JobSummary:
+        base = f"/v1/jobs/{job.id}"
+        links = JobLinks(
+            self=base,
+            events=f"{base}/events",
+            report=f"{base}/report",
+            diff=f"{base}/diff",
+            cancel=f"{base}/cancel",
+        )
+        return cls.model_validate({**{k: getattr(job, k) for k in _SUMMARY_FIELDS}, "links": links})
+
+
+_SUMMARY_FIELDS = [name for name in JobSummary.model_fields if name != "links"]
+
+
+class JobDetail(JobSummary):
+    spec: JobSpec
+
+    @classmethod
+    def of(cls, job: Job) -> JobDetail:
+        summary = JobSummary.of(job)
+        return cls.model_validate({**summary.model_dump(), "spec": job.spec})
+
+
+class JobList(BaseModel):
+    items: list[JobSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class WorkerOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    hostname: str
+    queues: list[str]
+    gpu_vendor: str | None
+    gpu_name: str | None
+    gpu_arch: str | None
+    gpu_memory_bytes: int | None
+    current_job: str | None
+    started_at: datetime
+    last_heartbeat: datetime
+    alive: bool = Field(description="Heard from within the service's worker_stale_s")

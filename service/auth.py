@@ -1,0 +1,124 @@
+"""API tokens: made once, shown once, stored as a hash, each scoped to repositories.
+
+A token's secret is ``ipt_`` and 43 URL-safe characters (256 random bits). The database keeps its
+SHA-256 and its first characters (to recognise it in ``tokens list``). The admin token comes from
+``INTELLIPERF_ADMIN_TOKEN`` and is never stored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from service.db.models import ApiToken, utcnow
+
+__all__ = [
+    "Principal",
+    "TokenError",
+    "authenticate",
+    "check_scope",
+    "create_token",
+    "hash_secret",
+    "list_tokens",
+    "revoke_token",
+    "validate_scope",
+]
+
+TOKEN_PREFIX = "ipt_"
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenError(ValueError):
+    """A token cannot be made or revoked as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the admin, or a stored token with its repository scopes."""
+
+    token_id: int | None
+    name: str
+    repositories: tuple[str, ...]
+
+    @property
+    def is_admin(self) -> bool:
+        return self.token_id is None
+
+    def may_access(self, repository: str | None) -> bool:
+        if self.is_admin or "*" in self.repositories:
+            return True
+        if repository is None:
+            return False
+        return any(fnmatch.fnmatchcase(repository.lower(), scope.lower()) for scope in self.repositories)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def validate_scope(scope: str) -> str:
+    parts = scope.split("/")
+    if scope == "*" or (len(parts) == 2 and all(parts) and "*" not in parts[0]):
+        return scope
+    raise TokenError(f"scope {scope!r}: use 'owner/name', 'owner/*' or '*'")
+
+
+def create_token(session: Session, name: str, repositories: list[str]) -> tuple[ApiToken, str]:
+    """A new token; returns the row and the secret, which is never available again."""
+    if not name.strip():
+        raise TokenError("a token needs a name")
+    if not repositories:
+        raise TokenError("a token needs at least one repository scope ('owner/name', 'owner/*' or '*')")
+    scopes = [validate_scope(scope.strip()) for scope in repositories]
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(
+        name=name.strip(), prefix=secret[:8], secret_hash=hash_secret(secret), repositories=scopes
+    )
+    session.add(token)
+    session.flush()
+    return token, secret
+
+
+def list_tokens(session: Session) -> list[ApiToken]:
+    return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+
+def revoke_token(session: Session, token_id: int) -> ApiToken:
+    token = session.get(ApiToken, token_id)
+    if token is None:
+        raise TokenError(f"no token with id {token_id}")
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+    return token
+
+
+def authenticate(session: Session, secret: str, admin_secret: str | None) -> Principal | None:
+    """The principal a bearer secret stands for, or None when it is unknown or revoked."""
+    if admin_secret and hmac.compare_digest(secret.encode(), admin_secret.encode()):
+        return Principal(token_id=None, name="admin", repositories=("*",))
+    if not secret.startswith(TOKEN_PREFIX):
+        return None
+    token = session.scalar(select(ApiToken).where(ApiToken.secret_hash == hash_secret(secret)))
+    if token is None or token.revoked_at is not None:
+        return None
+    now = utcnow()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        session.execute(update(ApiToken).where(ApiToken.id == token.id).values(last_used_at=now))
+    return Principal(token_id=token.id, name=token.name, repositories=tuple(token.repositories))
+
+
+def check_scope(principal: Principal, repository: str | None) -> str | None:
+    """None when the principal may submit for ``repository``, else the reason it may not."""
+    if principal.may_access(repository):
+        return None
+    scopes = ", ".join(principal.repositories)
+    if repository is None:
+        return f"token {principal.name!r} is scoped to {scopes}; a job without a repository needs scope '*'"
+    return f"token {principal.name!r} is scoped to {scopes}, not to {repository}"

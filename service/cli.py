@@ -1,0 +1,220 @@
+"""`intelliperf serve`, `intelliperf worker` and `intelliperf tokens`: the service's commands.
+
+Imports of the service's dependencies happen inside the commands, so a GPU node without the
+``service`` extra still has a working ``intelliperf run``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["register"]
+
+stdout = Console(width=None if sys.stdout.isatty() else 160)
+stderr = Console(stderr=True, soft_wrap=True)
+tokens_app = typer.Typer(help="Create, list and revoke API tokens (run where the database is reachable).")
+
+
+def _database():  # type: ignore[no-untyped-def]
+    from service.db.migrate import upgrade
+    from service.db.session import Database
+    from service.settings import get_service_settings
+
+    url = get_service_settings().resolved_database_url
+    upgrade(url)
+    return Database(url)
+
+
+@tokens_app.command("create")
+def tokens_create(
+    name: Annotated[str, typer.Option("--name", help="Who or what uses it, e.g. 'ci-myrepo'")],
+    repo: Annotated[
+        list[str], typer.Option("--repo", help="Repository scope: owner/name, owner/* or * (repeatable)")
+    ],
+) -> None:
+    """Make a token; its secret is printed once and never stored."""
+    from service.auth import TokenError, create_token
+
+    db = _database()
+    try:
+        with db.session() as session:
+            token, secret = create_token(session, name, repo)
+            token_id = token.id
+    except TokenError as exc:
+        stderr.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(code=2) from None
+    stderr.print(
+        f"token {token_id} ({name}) for {', '.join(repo)}; the secret is shown once:", highlight=False
+    )
+    stdout.print(secret, highlight=False, markup=False, soft_wrap=True)
+
+
+@tokens_app.command("list")
+def tokens_list() -> None:
+    """Every token: id, name, prefix, scopes, created, last used, revoked."""
+    from service.auth import list_tokens
+
+    table = Table("id", "name", "prefix", "repositories", "created", "last used", "revoked")
+    with _database().session() as session:
+        for token in list_tokens(session):
+            table.add_row(
+                str(token.id),
+                token.name,
+                token.prefix + "…",
+                ", ".join(token.repositories),
+                f"{token.created_at:%Y-%m-%d %H:%M}",
+                f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "-",
+                f"{token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "-",
+            )
+    stdout.print(table)
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's id (see `tokens list`)")],
+) -> None:
+    """Revoke a token: requests with it are refused from now on."""
+    from service.auth import TokenError, revoke_token
+
+    try:
+        with _database().session() as session:
+            token = revoke_token(session, token_id)
+            name = token.name
+    except TokenError as exc:
+        stderr.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(code=2) from None
+    stderr.print(f"token {token_id} ({name}) revoked", highlight=False)
+
+
+def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str, str]]]:
+    """The celery command and environment of each worker process: one per visible GPU, else one."""
+    from worker.gpu import detect_gpus, queues_for
+
+    host = socket.gethostname()
+    base = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "--concurrency", "1"]
+    base += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+    gpus = detect_gpus()
+    if not gpus:
+        name = f"{host}-cpu"
+        env = {"INTELLIPERF_WORKER_NAME": name}
+        return [([*base, "-Q", ",".join(queues or queues_for(None)), "-n", f"{name}@{host}"], env)]
+    commands = []
+    for gpu in gpus:
+        name = f"{host}-gpu{gpu.index}"
+        env = {
+            "INTELLIPERF_WORKER_NAME": name,
+            "INTELLIPERF_WORKER_GPU_INDEX": str(gpu.index),
+            "CUDA_VISIBLE_DEVICES": str(gpu.index),
+        }
+        commands.append(([*base, "-Q", ",".join(queues or queues_for(gpu)), "-n", f"{name}@{host}"], env))
+    return commands
+
+
+def _supervise(commands: list[tuple[list[str], dict[str, str]]]) -> int:
+    root = str(Path(__file__).resolve().parent.parent)
+    processes = []
+    for argv, env in commands:
+        full_env = {**os.environ, **env}
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full_env.get("PYTHONPATH")]))
+        stderr.print(f"starting worker {env['INTELLIPERF_WORKER_NAME']} on {argv[argv.index('-Q') + 1]}")
+        processes.append(subprocess.Popen(argv, env=full_env))
+
+    def forward(signum: int, _frame: object) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    codes = [process.wait() for process in processes]
+    return max(codes, default=0)
+
+
+def worker(
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", "-Q", help="Consume these queues instead of the GPU's own")
+    ] = None,
+) -> None:
+    """Start one Celery worker process per visible GPU (solo pool), each on its GPU's queue."""
+    raise typer.Exit(code=_supervise(worker_commands(queue)))
+
+
+def _admin_token(data_dir: Path) -> str:
+    from service.settings import get_service_settings
+
+    configured = get_service_settings().admin_token
+    if configured is not None:
+        return configured.get_secret_value()
+    token_file = data_dir / "admin-token"
+    if token_file.is_file():
+        return token_file.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret = "ipa_" + secrets.token_urlsafe(32)
+    token_file.touch(mode=0o600)
+    token_file.write_text(secret + "\n")
+    return secret
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on")] = 8000,
+    with_worker: Annotated[
+        bool, typer.Option("--worker/--no-worker", help="Also start a local worker (embedded default)")
+    ] = True,
+) -> None:
+    """API, dashboard and (by default) a local worker, on SQLite and a filesystem broker unless
+    INTELLIPERF_DATABASE_URL and INTELLIPERF_BROKER_URL say otherwise."""
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.settings import get_service_settings
+
+    settings = get_service_settings()
+    token_from_env = settings.admin_token is not None
+    os.environ["INTELLIPERF_ADMIN_TOKEN"] = _admin_token(settings.data_dir)
+    get_service_settings.cache_clear()
+    settings = get_service_settings()
+    app = create_app(settings)
+    workers: list[subprocess.Popen[bytes]] = []
+    if with_worker:
+        root = str(Path(__file__).resolve().parent.parent)
+        for argv, env in worker_commands(None):
+            full_env = {**os.environ, **env}
+            full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full_env.get("PYTHONPATH")]))
+            workers.append(subprocess.Popen(argv, env=full_env))
+    where = f"http://{host}:{port}"
+    stderr.print(f"IntelliPerf on {where}  (dashboard {where}/, API docs {where}/docs)", highlight=False)
+    stderr.print(
+        f"database {settings.resolved_database_url}; broker {settings.resolved_broker_url}", highlight=False
+    )
+    if not token_from_env:
+        stderr.print(
+            f"admin token: in {settings.data_dir / 'admin-token'} (set INTELLIPERF_ADMIN_TOKEN to choose)"
+        )
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tokens_app, name="tokens")
+    app.command(help=serve.__doc__)(serve)
+    app.command(help=worker.__doc__)(worker)

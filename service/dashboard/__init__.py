@@ -1,0 +1,1 @@
+"""The operators' page: server-rendered HTML over the same database as the API."""

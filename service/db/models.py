@@ -1,0 +1,149 @@
+"""SQLAlchemy models. The same models serve SQLite (embedded) and PostgreSQL (production)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "FINISHED",
+    "JOB_STATES",
+    "ApiToken",
+    "Base",
+    "Job",
+    "JobArchive",
+    "JobEvent",
+    "Worker",
+    "utcnow",
+]
+
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware datetimes in and out, on SQLite (which stores none) as on PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given to the database")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    queue: Mapped[str] = mapped_column(String(64))
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+    repository: Mapped[str | None] = mapped_column(String(200), index=True)
+    source: Mapped[str] = mapped_column(String(16), doc="'git' or 'archive'")
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    idempotency_scope: Mapped[str | None] = mapped_column(String(300), unique=True)
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    dispatch_count: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    worker: Mapped[str | None] = mapped_column(String(200))
+    runs: Mapped[int] = mapped_column(Integer, default=0, doc="How often a worker started it")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    diff: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str | None] = mapped_column(Text, doc="The Markdown summary (the PR body)")
+    pr_url: Mapped[str | None] = mapped_column(String(500))
+
+    __table_args__ = (Index("ix_jobs_queue_status", "queue", "status"),)
+
+
+class JobArchive(Base):
+    """An uploaded project, kept in the database so that any worker that reaches it can run the job."""
+
+    __tablename__ = "job_archives"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16), doc="'state', 'stage' or 'log'")
+    stage: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+
+class ApiToken(Base):
+    """A bearer token, stored as the SHA-256 of its secret (the secret is 256 random bits, so a slow
+    password hash would add latency to every request and no protection)."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16), doc="The first characters, to recognise a token by")
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    repositories: Mapped[list[str]] = mapped_column(JSON, doc="'owner/name', 'owner/*' or '*'")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(200))
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    gpu_vendor: Mapped[str | None] = mapped_column(String(16))
+    gpu_name: Mapped[str | None] = mapped_column(String(200))
+    gpu_arch: Mapped[str | None] = mapped_column(String(32))
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    current_job: Mapped[str | None] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -1,0 +1,149 @@
+"""Getting queued jobs to the broker, and back to it when it lost them.
+
+The database is the record: a job is committed as ``queued`` before anything is published, and the
+dispatcher sends every queued job that was never sent, or was sent long ago (``redispatch_after_s``).
+A Redis that restarted without persistence has lost its queues: its ``run_id`` changes, and then every
+queued job is sent again. Running jobs whose worker stopped heartbeating are re-queued once, then
+failed with that reason (the reaper). Duplicated messages are harmless: a worker's claim is a
+conditional UPDATE that only one run wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from sqlalchemy import select, update
+
+from service.db.models import Job, Worker, utcnow
+from service.db.session import Database
+from service.jobs import add_event, due_for_dispatch, finish, mark_dispatched
+from service.queue import RUN_JOB, celery_priority
+from service.settings import ServiceSettings
+
+__all__ = ["MAX_RUNS", "Dispatcher"]
+
+log = logging.getLogger(__name__)
+
+MAX_RUNS = 2  # a job whose worker died is run once more, then failed
+
+
+class Dispatcher:
+    def __init__(self, db: Database, celery: Celery, settings: ServiceSettings) -> None:
+        self.db = db
+        self.celery = celery
+        self.settings = settings
+        self.broker_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._broker_run_id: str | None = None
+
+    def notify(self) -> None:
+        """A job was committed: send it now rather than at the next sweep."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="intelliperf-dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self.settings.dispatch_sweep_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.sweep()
+            except Exception:
+                log.exception("dispatcher sweep failed; retrying at the next one")
+
+    def sweep(self) -> int:
+        """One pass: reap lost runs, notice a restarted broker, send what is due. Returns jobs sent."""
+        self.reap_lost_runs()
+        self._check_broker_restart()
+        return self.dispatch_due()
+
+    def dispatch_due(self) -> int:
+        sent: list[str] = []
+        now = utcnow()
+        with self.db.session() as session:
+            jobs = due_for_dispatch(session, now, timedelta(seconds=self.settings.redispatch_after_s))
+            for job in jobs:
+                try:
+                    self._publish(job)
+                except Exception as exc:
+                    self.broker_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("broker unavailable, %d job(s) wait in the database: %s", len(jobs), exc)
+                    break
+                sent.append(job.id)
+            else:
+                self.broker_error = None
+            mark_dispatched(session, sent, now)
+        return len(sent)
+
+    def _publish(self, job: Job) -> None:
+        self.celery.send_task(
+            RUN_JOB,
+            args=[job.id],
+            queue=job.queue,
+            priority=celery_priority(job.priority),
+            retry=True,
+            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+        )
+
+    def _check_broker_restart(self) -> None:
+        run_id = self._broker_identity()
+        if run_id is None:
+            return
+        if self._broker_run_id is not None and run_id != self._broker_run_id:
+            with self.db.session() as session:
+                resent = session.execute(
+                    update(Job).where(Job.status == "queued").values(dispatched_at=None)
+                ).rowcount  # type: ignore[attr-defined]
+            log.warning("the broker restarted (run_id changed): %d queued job(s) will be sent again", resent)
+        self._broker_run_id = run_id
+
+    def _broker_identity(self) -> str | None:
+        """Redis's run_id (new after every restart); None for other brokers or when unreachable."""
+        if not self.settings.resolved_broker_url.startswith("redis"):
+            return None
+        try:
+            with self.celery.connection_for_write() as connection:
+                client: Any = connection.default_channel.client  # type: ignore[attr-defined]
+                return str(client.info("server")["run_id"])
+        except Exception as exc:
+            self.broker_error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def reap_lost_runs(self) -> int:
+        """Running jobs whose worker has not been heard from in ``worker_stale_s``."""
+        cutoff = utcnow() - timedelta(seconds=self.settings.worker_stale_s)
+        reaped = 0
+        with self.db.session() as session:
+            heartbeats = dict(session.execute(select(Worker.name, Worker.last_heartbeat)).all())
+            for job in session.scalars(select(Job).where(Job.status == "running").with_for_update()):
+                last_seen = heartbeats.get(job.worker or "", job.started_at)
+                if last_seen is None or last_seen >= cutoff or (job.started_at and job.started_at >= cutoff):
+                    continue
+                reason = f"worker {job.worker} stopped sending heartbeats (last at {last_seen:%H:%M:%S} UTC)"
+                if job.cancel_requested:
+                    finish(session, job.id, status="cancelled", outcome="cancelled", error=reason)
+                elif job.runs < MAX_RUNS:
+                    job.status, job.worker, job.dispatched_at, job.started_at = "queued", None, None, None
+                    add_event(session, job.id, "state", f"{reason}; queued again", stage="queued")
+                else:
+                    finish(session, job.id, status="failed", outcome="worker_lost", error=reason)
+                reaped += 1
+        if reaped:
+            self.notify()
+        return reaped

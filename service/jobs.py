@@ -1,0 +1,275 @@
+"""The job record: submission (idempotent), queries, events, cancellation, and a worker's claim and finish.
+
+Every function takes the caller's Session and leaves committing to it, so a job and its archive and
+first event are written in one transaction or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from intelliperf.contract import JobSpec
+from service.auth import Principal
+from service.db.models import FINISHED, Job, JobArchive, JobEvent, utcnow
+
+__all__ = [
+    "IdempotencyConflict",
+    "JobPage",
+    "add_event",
+    "claim",
+    "due_for_dispatch",
+    "events_after",
+    "finish",
+    "get_job",
+    "list_jobs",
+    "mark_dispatched",
+    "repository_name",
+    "request_cancel",
+    "submit",
+]
+
+_REPOSITORY = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<path>.+?)(?:\.git)?/?$")
+
+
+class IdempotencyConflict(ValueError):
+    """The idempotency key was used before for a different job spec."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"this Idempotency-Key was already used for job {job_id} with a different spec")
+        self.job_id = job_id
+
+
+def repository_name(url: str) -> str | None:
+    """'owner/name' of a clone URL (https://host/owner/name.git or git@host:owner/name.git)."""
+    match = _REPOSITORY.match(url.strip())
+    if not match:
+        return None
+    parts = match.group("path").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
+def _spec_hash(spec: JobSpec, archive: bytes | None, priority: int) -> str:
+    digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+    digest.update(f"|priority={priority}|".encode())
+    if archive is not None:
+        digest.update(hashlib.sha256(archive).digest())
+    return digest.hexdigest()
+
+
+def add_event(session: Session, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
+    session.add(JobEvent(job_id=job_id, kind=kind, stage=stage, message=message))
+
+
+def submit(
+    session: Session,
+    spec: JobSpec,
+    *,
+    principal: Principal,
+    repository: str | None,
+    priority: int = 5,
+    idempotency_key: str | None = None,
+    archive: bytes | None = None,
+) -> tuple[Job, bool]:
+    """Record a queued job; returns it and whether it is new (False: the key's earlier job)."""
+    spec_hash = _spec_hash(spec, archive, priority)
+    scope = None
+    if idempotency_key is not None:
+        scope = f"{principal.token_id if principal.token_id is not None else 'admin'}:{idempotency_key}"
+        existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
+        if existing is not None:
+            return _same_or_conflict(existing, spec_hash), False
+    job = Job(
+        id=uuid.uuid4().hex,
+        status="queued",
+        queue=spec.gpu.queue,
+        priority=priority,
+        repository=repository,
+        source="archive" if archive is not None else "git",
+        spec=spec.model_dump(mode="json"),
+        spec_hash=spec_hash,
+        idempotency_scope=scope,
+        token_id=principal.token_id,
+        created_at=utcnow(),
+        dispatch_count=0,
+        runs=0,
+        cancel_requested=False,
+    )
+    try:
+        with session.begin_nested():
+            session.add(job)
+            session.flush()
+    except IntegrityError:
+        existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
+        if existing is None:
+            raise
+        return _same_or_conflict(existing, spec_hash), False
+    if archive is not None:
+        session.add(JobArchive(job_id=job.id, data=archive))
+    add_event(session, job.id, "state", f"queued on {job.queue}", stage="queued")
+    return job, True
+
+
+def _same_or_conflict(existing: Job, spec_hash: str) -> Job:
+    if existing.spec_hash != spec_hash:
+        raise IdempotencyConflict(existing.id)
+    return existing
+
+
+def _visible(principal: Principal) -> Any:
+    if principal.is_admin or "*" in principal.repositories:
+        return True
+    conditions = [
+        Job.repository.like(scope.replace("%", r"\%").replace("_", r"\_").replace("*", "%"), escape="\\")
+        for scope in principal.repositories
+    ]
+    return or_(*conditions)
+
+
+def get_job(session: Session, job_id: str, principal: Principal) -> Job | None:
+    job = session.get(Job, job_id)
+    if job is None or not principal.may_access(job.repository):
+        return None
+    return job
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    total: int
+
+
+def list_jobs(
+    session: Session,
+    principal: Principal,
+    *,
+    status: str | None = None,
+    repository: str | None = None,
+    queue: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> JobPage:
+    query = select(Job).where(_visible(principal))
+    if status is not None:
+        query = query.where(Job.status == status)
+    if repository is not None:
+        query = query.where(Job.repository == repository)
+    if queue is not None:
+        query = query.where(Job.queue == queue)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset))
+    return JobPage(jobs=list(rows), total=total)
+
+
+def events_after(session: Session, job_id: str, after_id: int = 0, limit: int = 500) -> list[JobEvent]:
+    query = (
+        select(JobEvent)
+        .where(JobEvent.job_id == job_id, JobEvent.id > after_id)
+        .order_by(JobEvent.id)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def request_cancel(session: Session, job: Job) -> Job:
+    """A queued job is cancelled at once; a running one is flagged and its worker stops it."""
+    if job.status in FINISHED:
+        return job
+    if job.status == "queued":
+        done = session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.status == "queued")
+            .values(status="cancelled", cancel_requested=True, finished_at=utcnow(), outcome="cancelled")
+        )
+        if done.rowcount == 1:  # type: ignore[attr-defined]
+            add_event(session, job.id, "state", "cancelled before it started", stage="cancelled")
+            session.refresh(job)
+            return job
+    session.execute(update(Job).where(Job.id == job.id).values(cancel_requested=True))
+    add_event(session, job.id, "state", "cancellation requested")
+    session.refresh(job)
+    return job
+
+
+def claim(session: Session, job_id: str, worker: str) -> Job | None:
+    """Mark a queued job running for ``worker``; None if another run has it or it is finished/cancelled.
+
+    The conditional UPDATE is what makes a redelivered or re-dispatched message harmless."""
+    done = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
+        .values(status="running", worker=worker, started_at=utcnow(), runs=Job.runs + 1)
+    )
+    if done.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    add_event(session, job_id, "state", f"started on {worker}", stage="running")
+    return session.get(Job, job_id)
+
+
+def finish(
+    session: Session,
+    job_id: str,
+    *,
+    status: str,
+    outcome: str,
+    error: str | None = None,
+    report: dict[str, Any] | None = None,
+    diff: str | None = None,
+    summary: str | None = None,
+    speedup: float | None = None,
+    pr_url: str | None = None,
+) -> None:
+    if status not in FINISHED:
+        raise ValueError(f"{status!r} is not a finished state")
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(
+            status=status,
+            outcome=outcome,
+            error=error,
+            report=report,
+            diff=diff,
+            summary=summary,
+            speedup=speedup,
+            pr_url=pr_url,
+            finished_at=utcnow(),
+        )
+    )
+    message = f"{status}: {outcome}" + (f" ({error.splitlines()[0]})" if error else "")
+    add_event(session, job_id, "state", message, stage=status)
+
+
+def due_for_dispatch(
+    session: Session, now: datetime, redispatch_after: timedelta, limit: int = 500
+) -> list[Job]:
+    """Queued jobs never sent to the broker, or sent so long ago that the message may be lost."""
+    query = (
+        select(Job)
+        .where(
+            Job.status == "queued",
+            Job.cancel_requested.is_(False),
+            or_(Job.dispatched_at.is_(None), Job.dispatched_at < now - redispatch_after),
+        )
+        .order_by(Job.priority.desc(), Job.created_at)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def mark_dispatched(session: Session, job_ids: list[str], when: datetime) -> None:
+    if job_ids:
+        session.execute(
+            update(Job)
+            .where(Job.id.in_(job_ids))
+            .values(dispatched_at=when, dispatch_count=Job.dispatch_count + 1)
+        )

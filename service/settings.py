@@ -1,0 +1,67 @@
+"""Settings of the service and its workers, from the environment (INTELLIPERF_*)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ServiceSettings", "get_service_settings"]
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTELLIPERF_", extra="ignore", env_ignore_empty=True)
+
+    data_dir: Path = Field(
+        default=Path("intelliperf-data"),
+        description="Where the embedded defaults live: the SQLite database, the filesystem broker",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db (default: SQLite in data_dir)",
+    )
+    broker_url: str | None = Field(
+        default=None, description="Celery broker, e.g. redis://127.0.0.1:6379/0 (default: files in data_dir)"
+    )
+    admin_token: SecretStr | None = Field(default=None, description="Bootstrap token with every right")
+    max_upload_bytes: int = Field(default=64 * 2**20, gt=0, description="Largest project archive accepted")
+    max_archive_bytes: int = Field(default=512 * 2**20, gt=0, description="Largest archive content")
+    max_archive_members: int = Field(default=20_000, gt=0)
+    dispatch_sweep_s: float = Field(
+        default=5.0, gt=0, description="How often queued jobs are checked against the broker"
+    )
+    redispatch_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A queued job not started after this long is sent to the broker again",
+    )
+    worker_stale_s: float = Field(
+        default=60.0, gt=0, description="A worker whose last heartbeat is older than this is presumed dead"
+    )
+    heartbeat_s: float = Field(default=10.0, gt=0, description="How often workers report")
+    events_poll_s: float = Field(default=0.25, gt=0, description="How often an event stream checks for news")
+    job_time_limit_s: float = Field(
+        default=6 * 3600,
+        gt=0,
+        description="Hard limit of any job; the broker's visibility timeout exceeds it",
+    )
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'intelliperf.db'}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or "filesystem://"
+
+    @property
+    def broker_folder(self) -> Path:
+        """The embedded broker's message folder (only used without a broker URL)."""
+        return self.data_dir.resolve() / "broker"
+
+
+@cache
+def get_service_settings() -> ServiceSettings:
+    return ServiceSettings()

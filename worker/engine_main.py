@@ -1,0 +1,81 @@
+"""The engine as a child process of the worker: one job spec in, a report and events out.
+
+Events are JSON lines on stdout (``{"event": "stage" | "log" | "error", ...}``); anything else the
+engine or the tools print is passed on as log lines. The exit code is the engine's (see
+intelliperf.errors); the report and the Markdown summary are written into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from intelliperf.contract import JobSpec
+from intelliperf.errors import IntelliPerfError
+
+__all__ = ["JsonLinesProgress", "main"]
+
+
+def emit(event: str, **fields: object) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+class JsonLinesProgress:
+    def start(self, stage: str, detail: str = "") -> None:
+        emit("stage", stage=stage, message=f"{stage}: {detail}" if detail else f"{stage} …")
+
+    def done(self, stage: str, detail: str = "") -> None:
+        emit("stage", stage=stage, message=f"{stage} done" + (f": {detail}" if detail else ""))
+
+    def note(self, message: str) -> None:
+        emit("log", message=message)
+
+
+def run(spec: JobSpec, project: Path, out: Path) -> int:
+    from intelliperf.engine.job import check_optimizable, run_job
+    from intelliperf.gpu.select import backend_for
+    from intelliperf.summary import render_summary
+
+    replay = project / spec.replay if spec.replay else None
+    proposer = None
+    if spec.formula != "diagnoseOnly" and replay is None:
+        from intelliperf.llm.client import check_credentials
+        from intelliperf.llm.proposer import DspyProposer
+
+        check_optimizable(spec)
+        check_credentials(spec.llm)
+        proposer = DspyProposer(spec.llm)
+    report = run_job(
+        spec, backend=backend_for(replay), project=project, proposer=proposer, progress=JsonLinesProgress()
+    )
+    if replay is not None and spec.formula != "diagnoseOnly":
+        note = "the optimization loop validates rewrites on the GPU: a replayed profile is diagnosed only"
+        report = report.model_copy(update={"warnings": [*report.warnings, note]})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(report.model_dump_json(indent=2))
+    (out / "summary.md").write_text(render_summary(report))
+    if report.optimization is not None and report.optimization.status == "aborted":
+        emit("error", code=report.optimization.exit_code or 1, message=report.optimization.note)
+        return report.optimization.exit_code or 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m worker.engine_main")
+    parser.add_argument("--spec", type=Path, required=True)
+    parser.add_argument("--project", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        spec = JobSpec.model_validate_json(args.spec.read_text())
+        return run(spec, args.project.resolve(), args.out)
+    except IntelliPerfError as error:
+        emit("error", code=error.exit_code, message=str(error))
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""One job on this worker: claim it, fetch its project, run the engine, record the outcome.
+
+Whatever happens (a bad archive, a crashing engine, a time limit, a cancellation, a bug here), the job
+ends in a finished state with its reason: it is never left 'running' by a worker that is still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from intelliperf.contract import JobSpec
+from service.archive import ArchiveError
+from service.db.models import Job, JobArchive
+from service.db.session import Database
+from service.jobs import add_event, claim, finish
+from worker.executor import EngineEvent, ExecutionResult, Executor
+from worker.heartbeat import Heartbeat
+from worker.source import SourceError, checkout, from_archive
+
+__all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify"]
+
+log = logging.getLogger(__name__)
+
+OUTCOME_BY_EXIT_CODE = {
+    2: "bad_spec",
+    3: "no_gpu",
+    4: "tool_missing",
+    5: "build_failed",
+    6: "app_failed",
+    7: "kernel_not_found",
+    8: "no_line_info",
+    9: "profiler_failed",
+    10: "native_build_failed",
+    11: "validation_error",
+    12: "llm_error",
+}
+CANCEL_CHECK_S = 1.0
+
+
+def classify(result: ExecutionResult) -> tuple[str, str, str | None]:
+    """(status, outcome, error) of a finished execution."""
+    if result.cancelled:
+        return "cancelled", "cancelled", None
+    if result.timed_out:
+        return "failed", "timeout", "the job ran past its time limit and was stopped"
+    if result.exit_code == 0 and result.report is not None:
+        optimization = result.report.get("optimization")
+        if isinstance(optimization, dict):
+            return "succeeded", str(optimization.get("status")), None
+        return "succeeded", "diagnosed", None
+    code = result.exit_code
+    outcome = OUTCOME_BY_EXIT_CODE.get(code or 0, "engine_crashed")
+    message = result.error.message if result.error else f"the engine exited with {code}:\n{result.log_tail}"
+    return "failed", outcome, message
+
+
+def _speedup(report: dict[str, object] | None) -> float | None:
+    best = (report or {}).get("best")
+    if isinstance(best, dict) and isinstance(best.get("speedup"), dict):
+        median = best["speedup"].get("median")
+        return float(median) if isinstance(median, int | float) else None
+    return None
+
+
+class JobRunner:
+    def __init__(
+        self,
+        db: Database,
+        executor: Executor,
+        worker_name: str,
+        *,
+        heartbeat: Heartbeat | None = None,
+        work_dir: Path | None = None,
+        time_limit_s: float = 6 * 3600,
+        git_token: Callable[[JobSpec], str | None] = lambda _spec: None,
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.worker_name = worker_name
+        self.heartbeat = heartbeat
+        self.work_dir = work_dir
+        self.time_limit_s = time_limit_s
+        self.git_token = git_token
+
+    def run(self, job_id: str) -> str:
+        """Returns the job's final status, or 'skipped' when it was not this run's to do."""
+        with self.db.session() as session:
+            job = claim(session, job_id, self.worker_name)
+        if job is None:
+            log.info("job %s is not queued (finished, cancelled or taken): skipped", job_id)
+            return "skipped"
+        if self.heartbeat:
+            self.heartbeat.set_job(job_id)
+        try:
+            return self._run_claimed(job)
+        except Exception as exc:
+            log.exception("job %s failed inside the worker", job_id)
+            with self.db.session() as session:
+                add_event(session, job_id, "log", traceback.format_exc(limit=5))
+                finish(
+                    session,
+                    job_id,
+                    status="failed",
+                    outcome="worker_error",
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            return "failed"
+        finally:
+            if self.heartbeat:
+                self.heartbeat.set_job(None)
+
+    def _run_claimed(self, job: Job) -> str:
+        spec = JobSpec.model_validate(job.spec)
+        with tempfile.TemporaryDirectory(
+            prefix=f"intelliperf-job-{job.id[:8]}-", dir=self.work_dir
+        ) as scratch:
+            self._event(job.id, "stage", "fetching the project", "source")
+            try:
+                root = self._fetch(job, spec, Path(scratch) / "src")
+            except (SourceError, ArchiveError, OSError) as exc:
+                with self.db.session() as session:
+                    finish(session, job.id, status="failed", outcome="source_error", error=str(exc))
+                return "failed"
+            project = root / spec.project_directory
+            if not project.is_dir():
+                with self.db.session() as session:
+                    error = f"project_directory {spec.project_directory!r} is not a folder of the project"
+                    finish(session, job.id, status="failed", outcome="bad_spec", error=error)
+                return "failed"
+            result = self.executor.run(
+                json.dumps(job.spec),
+                project,
+                Path(scratch) / "out",
+                on_events=lambda events: self._store(job.id, events),
+                should_cancel=self._cancel_check(job.id),
+                time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
+            )
+        status, outcome, error = classify(result)
+        with self.db.session() as session:
+            finish(
+                session,
+                job.id,
+                status=status,
+                outcome=outcome,
+                error=error,
+                report=result.report,
+                diff=(result.report or {}).get("diff"),  # type: ignore[arg-type]
+                summary=result.summary,
+                speedup=_speedup(result.report),
+            )
+        return status
+
+    def _fetch(self, job: Job, spec: JobSpec, destination: Path) -> Path:
+        if job.source == "archive":
+            with self.db.session() as session:
+                archive = session.get(JobArchive, job.id)
+                if archive is None:
+                    raise SourceError(f"job {job.id} has no uploaded archive")
+                data = archive.data
+            return from_archive(data, destination)
+        if spec.repository is None:
+            raise SourceError("the job names no repository to clone")
+        return checkout(spec.repository, destination, token=self.git_token(spec))
+
+    def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
+        with self.db.session() as session:
+            add_event(session, job_id, kind, message, stage)
+
+    def _store(self, job_id: str, events: list[EngineEvent]) -> None:
+        with self.db.session() as session:
+            for event in events:
+                add_event(
+                    session,
+                    job_id,
+                    "log" if event.kind == "error" else event.kind,
+                    event.message,
+                    event.stage,
+                )
+
+    def _cancel_check(self, job_id: str) -> Callable[[], bool]:
+        last = 0.0
+
+        def requested() -> bool:
+            nonlocal last
+            if time.monotonic() - last < CANCEL_CHECK_S:
+                return False
+            last = time.monotonic()
+            with self.db.session() as session:
+                job = session.get(Job, job_id)
+                return job is None or job.cancel_requested
+
+        return requested
