@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
@@ -22,9 +19,9 @@ from service.api.schemas import JobDetail, JobList, JobSummary
 from service.archive import ArchiveError, ArchiveLimits, extract_project
 from service.auth import Principal, check_scope
 from service.db.models import FINISHED, JOB_STATES, Job
+from service.events import event_stream
 from service.jobs import (
     IdempotencyConflict,
-    events_after,
     get_job,
     list_jobs,
     repository_name,
@@ -38,7 +35,6 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 MAX_SPEC_BYTES = 1 * 2**20
-KEEPALIVE_S = 15.0
 
 _UPLOAD_SCHEMA = {
     "type": "object",
@@ -284,23 +280,6 @@ def cancel_job(request: Request, principal: CurrentPrincipal, job_id: str) -> Jo
         return JobDetail.of(job)
 
 
-def _event_frames(request: Request, job_id: str, after: int) -> tuple[str, list[dict[str, Any]]]:
-    with get_db(request).session() as session:
-        state = session.get(Job, job_id)
-        assert state is not None
-        events = events_after(session, job_id, after)
-        return state.status, [
-            {
-                "id": e.id,
-                "kind": e.kind,
-                "stage": e.stage,
-                "message": e.message,
-                "at": e.created_at.isoformat(),
-            }
-            for e in events
-        ]
-
-
 @router.get(
     "/{job_id}/events",
     responses={
@@ -322,31 +301,16 @@ async def stream_events(
 ) -> StreamingResponse:
     await run_in_threadpool(_job_or_404, request, principal, job_id)
     start = max(after, int(last_event_id) if last_event_id else 0)
-    poll = get_settings(request).events_poll_s
-
-    async def frames() -> AsyncIterator[str]:
-        last, quiet = start, 0.0
-        while True:
-            state, events = await run_in_threadpool(_event_frames, request, job_id, last)
-            for event in events:
-                last = event["id"]
-                yield f"id: {last}\nevent: {event['kind']}\ndata: {json.dumps(event)}\n\n"
-            if events:
-                quiet = 0.0
-                continue
-            if state in FINISHED:
-                yield f"event: end\ndata: {json.dumps({'status': state})}\n\n"
-                return
-            if not follow or await request.is_disconnected():
-                return
-            await asyncio.sleep(poll)
-            quiet += poll
-            if quiet >= KEEPALIVE_S:
-                quiet = 0.0
-                yield ": keep-alive\n\n"
-
+    frames = event_stream(
+        get_db(request),
+        job_id,
+        after=start,
+        follow=follow,
+        poll_s=get_settings(request).events_poll_s,
+        disconnected=request.is_disconnected,
+    )
     return StreamingResponse(
-        frames(),
+        frames,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
