@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -63,7 +64,13 @@ def run(spec: JobSpec, project: Path, out: Path) -> int:
     return 0
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """The worker stops a job with SIGTERM: unwind, so each running tool's process group is killed too."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(prog="python -m worker.engine_main")
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--project", type=Path, required=True)

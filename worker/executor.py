@@ -9,6 +9,7 @@ wrote.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ from typing import IO, Protocol
 __all__ = ["EngineEvent", "ExecutionResult", "Executor", "LocalExecutor", "parse_line"]
 
 POLL_S = 0.25
+PR_SET_PDEATHSIG = 1
 KILL_GRACE_S = 5.0
 
 
@@ -77,6 +79,12 @@ def parse_line(line: str) -> EngineEvent:
     return EngineEvent(kind="log", message=text)
 
 
+def _die_with_parent() -> None:
+    """Runs in the engine's process before exec: SIGKILL it if this worker dies (Linux prctl)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _pump(stream: IO[str], sink: queue.Queue[str | None]) -> None:
     for line in stream:
         sink.put(line)
@@ -126,6 +134,7 @@ class LocalExecutor:
             errors="replace",
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         assert process.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
