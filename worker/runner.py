@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from intelliperf.contract import JobSpec
+from intelliperf.contract import JobSpec, Report
 from service.archive import ArchiveError
 from service.db.models import Job, JobArchive
 from service.db.session import Database
 from service.jobs import add_event, claim, finish
 from worker.executor import EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
+from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
 from worker.source import SourceError, checkout, from_archive
 
-__all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify"]
+__all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify", "github_token_from_env"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,11 @@ def _speedup(report: dict[str, object] | None) -> float | None:
     return None
 
 
+def github_token_from_env(_spec: JobSpec) -> str | None:
+    """The worker's token for pull requests: INTELLIPERF_GITHUB_TOKEN."""
+    return os.environ.get("INTELLIPERF_GITHUB_TOKEN") or None
+
+
 class JobRunner:
     def __init__(
         self,
@@ -79,6 +86,10 @@ class JobRunner:
         work_dir: Path | None = None,
         time_limit_s: float = 6 * 3600,
         git_token: Callable[[JobSpec], str | None] = lambda _spec: None,
+        github_token: Callable[[JobSpec], str | None] = github_token_from_env,
+        github_api_url: str | None = None,
+        github_retries: int = 3,
+        github_throttle: bool = True,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -87,6 +98,12 @@ class JobRunner:
         self.work_dir = work_dir
         self.time_limit_s = time_limit_s
         self.git_token = git_token
+        self.github_token = github_token
+        self.github_api_url = github_api_url
+        """None: INTELLIPERF_GITHUB_API_URL, else https://api.github.com (GitHub Enterprise: .../api/v3)."""
+        self.github_retries = github_retries
+        self.github_throttle = github_throttle
+        """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
 
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
@@ -142,6 +159,9 @@ class JobRunner:
                 time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
             )
         status, outcome, error = classify(result)
+        report, pr_url = result.report, None
+        if status == "succeeded" and report is not None:
+            report, pr_url = self._pull_request(job.id, spec, report)
         with self.db.session() as session:
             finish(
                 session,
@@ -149,12 +169,42 @@ class JobRunner:
                 status=status,
                 outcome=outcome,
                 error=error,
-                report=result.report,
-                diff=(result.report or {}).get("diff"),  # type: ignore[arg-type]
+                report=report,
+                diff=(report or {}).get("diff"),  # type: ignore[arg-type]
                 summary=result.summary,
-                speedup=_speedup(result.report),
+                speedup=_speedup(report),
+                pr_url=pr_url,
             )
         return status
+
+    def _pull_request(
+        self, job_id: str, spec: JobSpec, report: dict[str, object]
+    ) -> tuple[dict[str, object], str | None]:
+        """Open or update the job's pull request when it asks for one and has a rewrite to propose.
+        A failure here never loses the result: the report gains a warning and the job an event."""
+        if not (
+            spec.pull_request.create_pr and spec.repository and report.get("best") and report.get("diff")
+        ):
+            return report, None
+        self._event(job_id, "stage", "opening the pull request", "pull_request")
+        token = None
+        try:
+            token = self.github_token(spec)
+            if not token:
+                raise PullRequestError("no GitHub token: set INTELLIPERF_GITHUB_TOKEN for the worker")
+            api_url = self.github_api_url or os.environ.get("INTELLIPERF_GITHUB_API_URL") or DEFAULT_API_URL
+            target = GitHubTarget(token, api_url, retries=self.github_retries, throttle=self.github_throttle)
+            opened = open_pull_request(Report.model_validate(report), spec, job_id, target)
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, PullRequestError) else f"{type(exc).__name__}: {exc}"
+            if token:
+                reason = reason.replace(token, "***")
+            log.warning("job %s: pull request failed: %s", job_id, reason)
+            self._event(job_id, "log", f"pull request failed: {reason}", "pull_request")
+            warnings = [*(report.get("warnings") or []), f"pull request failed: {reason}"]  # type: ignore[misc]
+            return {**report, "warnings": warnings}, None
+        self._event(job_id, "log", f"pull request {opened.verb}: {opened.url}", "pull_request")
+        return report, opened.url
 
     def _fetch(self, job: Job, spec: JobSpec, destination: Path) -> Path:
         if job.source == "archive":

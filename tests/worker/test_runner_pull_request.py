@@ -1,0 +1,152 @@
+"""JobRunner and pull requests: a succeeded job with a rewrite opens (or updates) its pull request on the
+fake GitHub, the URL lands in the job's result and events, and a failing PR never loses the result.
+
+The engine is replaced by an executor that returns a report recorded on the GPU; the database is a
+real SQLite file migrated with Alembic; the project comes from an uploaded archive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from intelliperf.contract import JobSpec
+from intelliperf.testing.fake_github import FakeGitHub
+from service.auth import Principal
+from service.db.migrate import upgrade
+from service.db.models import Job, JobEvent
+from service.db.session import Database
+from service.jobs import submit
+from tests.service.conftest import project_archive
+from worker.executor import EngineEvent, ExecutionResult
+from worker.runner import JobRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "benchmarks" / "results" / "loop" / "transpose_bank" / "report.json"
+TOKEN = "ghp_runner_secret_token_0123"
+ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
+
+
+class RecordedEngine:
+    """Stands in for the engine: returns the GPU run's report."""
+
+    def __init__(self, report: dict[str, object]) -> None:
+        self.report = report
+
+    def run(
+        self,
+        spec_json: str,
+        project: Path,
+        out: Path,
+        *,
+        on_events: Callable[[list[EngineEvent]], None],
+        should_cancel: Callable[[], bool],
+        time_limit_s: float,
+    ) -> ExecutionResult:
+        on_events([EngineEvent("stage", "optimizing", "optimize")])
+        return ExecutionResult(0, False, False, None, self.report, "# summary", "")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    upgrade(url)
+    database = Database(url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with FakeGitHub(token=TOKEN, enterprise=True) as gh:
+        source = (ROOT / "examples" / "transpose_bank" / "transpose.cu").read_text()
+        gh.add_repository("acme/kernels", {"examples/transpose_bank/transpose.cu": source})
+        yield gh
+
+
+def queue_job(db: Database, github: FakeGitHub, create_pr: bool = True) -> str:
+    commit = github.repositories["acme/kernels"].refs["refs/heads/main"]
+    spec = JobSpec.model_validate(
+        {
+            "repository": {"url": "https://ghe.example.com/acme/kernels.git", "commit": commit},
+            "project_directory": "examples/transpose_bank",
+            "applications": [{"command": "./bin/transpose 20"}],
+            "pull_request": {"create_pr": create_pr, "labels": ["intelliperf"]},
+        }
+    )
+    archive = project_archive({"examples/transpose_bank/transpose.cu": "// the uploaded project\n"})
+    with db.session() as session:
+        job, _ = submit(session, spec, principal=ADMIN, repository="acme/kernels", archive=archive)
+        return job.id
+
+
+def runner(db: Database, github: FakeGitHub, token: str | None = TOKEN) -> JobRunner:
+    report = json.loads(REPORT.read_text())
+    return JobRunner(
+        db,
+        RecordedEngine(report),
+        "w-test",
+        github_token=lambda _spec: token,
+        github_api_url=github.api_url,
+        github_retries=0,
+        github_throttle=False,
+    )
+
+
+def outcome(db: Database, job_id: str) -> tuple[Job, list[str]]:
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        events = session.scalars(
+            select(JobEvent.message).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+        )
+        return job, list(events)
+
+
+def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(db: Database, github: FakeGitHub) -> None:
+    job_id = queue_job(db, github)
+    assert runner(db, github).run(job_id) == "succeeded"
+    job, events = outcome(db, job_id)
+    [pull] = github.pulls("acme/kernels")
+    assert job.pr_url == pull["html_url"] == f"{github.root}/acme/kernels/pull/1"
+    assert f"pull request opened: {job.pr_url}" in events
+    assert pull["head"]["ref"] == f"intelliperf/bankConflict/transpose_tiled-{job_id[:8]}"
+    assert [label["name"] for label in pull["labels"]] == ["intelliperf"]
+    assert job.report is not None and not job.report["warnings"]
+    assert job.speedup == pytest.approx(1.6838, abs=1e-4)
+
+    second = queue_job(db, github)
+    runner(db, github).run(second)
+    job2, events2 = outcome(db, second)
+    assert job2.pr_url == job.pr_url and len(github.pulls("acme/kernels")) == 1
+    assert f"pull request updated: {job.pr_url}" in events2
+
+
+@pytest.mark.parametrize("token", [TOKEN, None], ids=["github-refuses", "no-token"])
+def test_a_failed_pull_request_keeps_the_result_with_a_warning(
+    db: Database, github: FakeGitHub, token: str | None
+) -> None:
+    github.fail(422, "POST", r"/pulls$", "Validation Failed")
+    job_id = queue_job(db, github)
+    assert runner(db, github, token).run(job_id) == "succeeded"
+    job, events = outcome(db, job_id)
+    assert (job.status, job.outcome, job.pr_url, job.error) == ("succeeded", "success", None, None)
+    assert job.report is not None and job.report["best"] is not None and job.diff
+    [warning] = job.report["warnings"]
+    failures = [e for e in events if e.startswith("pull request failed: ")]
+    assert failures == [warning]
+    expected = "GitHub answered 422 while opening the pull request" if token else "no GitHub token"
+    assert expected in warning
+    assert TOKEN not in json.dumps(job.report) and all(TOKEN not in e for e in events)
+
+
+def test_no_pull_request_unless_asked(db: Database, github: FakeGitHub) -> None:
+    job_id = queue_job(db, github, create_pr=False)
+    assert runner(db, github).run(job_id) == "succeeded"
+    job, events = outcome(db, job_id)
+    assert job.pr_url is None and not github.requests
+    assert not any("pull request" in e for e in events)
