@@ -205,3 +205,29 @@ def test_engine_failures_end_the_job_with_their_reason(live: LiveService, tmp_pa
     assert "no such file" in states[0]["error"]  # type: ignore[index]
     assert "missing" in states[1]["error"]  # type: ignore[index]
     assert "not a recorded profile" in states[2]["error"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_higher_priority_jobs_start_first_on_redis(
+    settings_for: Callable[..., ServiceSettings], database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, broker_url=redis_url)
+    with serve(settings) as live, live.client() as client:
+        low = [submit_with_priority(client, 1) for _ in range(3)]
+        high = [submit_with_priority(client, 9) for _ in range(2)]
+        wait_for(lambda: all(job(client, j)["dispatched_at"] for j in low + high))
+        with celery_worker(settings, "w-priority", tmp_path / "worker.log"):
+            states = {j: wait_for(finished(client, j), timeout=90) for j in low + high}
+    order = sorted(states, key=lambda j: str(states[j]["started_at"]))  # type: ignore[index]
+    assert set(order[:2]) == set(high), [states[j]["priority"] for j in order]  # type: ignore[index]
+
+
+def submit_with_priority(client: httpx.Client, priority: int) -> str:
+    response = client.post(
+        "/v1/jobs",
+        params={"priority": priority},
+        data={"spec": json.dumps(REPLAY_SPEC)},
+        files={"archive": ("project.tar.gz", recorded_example_archive(), "application/gzip")},
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
