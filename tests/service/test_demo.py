@@ -1,0 +1,34 @@
+"""The newcomer's main command on the embedded default: `intelliperf serve` (SQLite, filesystem broker,
+a local worker) started by scripts/demo.py, examples submitted and diagnosed through it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.service.conftest import ROOT, free_port
+
+
+def test_the_demo_diagnoses_examples_through_the_embedded_stack(tmp_path: Path) -> None:
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    argv = [sys.executable, "scripts/demo.py", "--replay", "--port", str(free_port())]
+    argv += ["--data-dir", str(tmp_path), "--only", "transpose_bank", "--only", "clean_saxpy"]
+    result = subprocess.run(
+        argv,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    table = lines[lines.index(next(line for line in lines if line.startswith("example"))) + 1 :]
+    assert table[0].split() == [
+        *("transpose_bank", "bankConflict", "succeeded"),
+        *("bankConflict", "in", "transpose_tiled", "at", "transpose.cu:59"),
+    ]
+    assert table[1].split() == ["clean_saxpy", "none", "succeeded", "no", "bottleneck"]
+    assert "timing done" in result.stdout  # the job's events were followed live
+    assert (tmp_path / "intelliperf.db").is_file() and (tmp_path / "admin-token").stat().st_mode & 0o077 == 0
