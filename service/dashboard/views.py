@@ -1,0 +1,170 @@
+"""What the dashboard shows, read from the database with the same visibility rules as the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from intelliperf.contract import Report
+from service.auth import Principal
+from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, Worker, utcnow
+from service.jobs import get_job, list_jobs
+
+__all__ = ["JobView", "Overview", "QueueRow", "WorkerRow", "job_view", "overview"]
+
+LOG_LINES = 1000
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    name: str
+    queued: int
+    running: int
+    workers_alive: int
+    workers_lost: int
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    name: str
+    hostname: str
+    queues: list[str]
+    gpu_vendor: str | None
+    gpu_name: str | None
+    gpu_arch: str | None
+    gpu_memory_bytes: int | None
+    current_job: str | None
+    current_job_visible: bool
+    last_heartbeat: datetime
+    alive: bool
+
+
+@dataclass(frozen=True)
+class Overview:
+    now: datetime
+    counts: dict[str, int]
+    running: list[Job]
+    queued: list[Job]
+    finished: list[Job]
+    finished_total: int
+    queues: list[QueueRow]
+    workers: list[WorkerRow]
+
+
+def overview(session: Session, principal: Principal, *, limit: int, worker_stale_s: float) -> Overview:
+    pages = {state: list_jobs(session, principal, status=state, limit=limit) for state in JOB_STATES}
+    finished = sorted(
+        (job for state in FINISHED for job in pages[state].jobs),
+        key=lambda job: job.finished_at or job.created_at,
+        reverse=True,
+    )[:limit]
+    stale = utcnow() - timedelta(seconds=worker_stale_s)
+    workers = list(session.scalars(select(Worker).order_by(Worker.name)))
+    busy = {w.current_job for w in workers if w.current_job}
+    repositories = dict(session.execute(select(Job.id, Job.repository).where(Job.id.in_(busy))).all())
+    rows = [
+        WorkerRow(
+            name=w.name,
+            hostname=w.hostname,
+            queues=list(w.queues),
+            gpu_vendor=w.gpu_vendor,
+            gpu_name=w.gpu_name,
+            gpu_arch=w.gpu_arch,
+            gpu_memory_bytes=w.gpu_memory_bytes,
+            current_job=w.current_job,
+            current_job_visible=w.current_job in repositories
+            and principal.may_access(repositories[w.current_job]),
+            last_heartbeat=w.last_heartbeat,
+            alive=w.last_heartbeat >= stale,
+        )
+        for w in workers
+    ]
+    return Overview(
+        now=utcnow(),
+        counts={state: page.total for state, page in pages.items()},
+        running=pages["running"].jobs,
+        queued=pages["queued"].jobs,
+        finished=finished,
+        finished_total=sum(pages[state].total for state in FINISHED),
+        queues=_queues(session, rows),
+        workers=rows,
+    )
+
+
+def _queues(session: Session, workers: list[WorkerRow]) -> list[QueueRow]:
+    """Depth per GPU queue over every job (the same numbers as /metrics), and who serves each queue."""
+    counts = session.execute(
+        select(Job.queue, Job.status, func.count())
+        .where(Job.status.in_(("queued", "running")))
+        .group_by(Job.queue, Job.status)
+    ).all()
+    by_queue: dict[str, dict[str, int]] = {}
+    for queue, state, count in counts:
+        by_queue.setdefault(queue, {})[state] = count
+    for worker in workers:
+        for queue in worker.queues:
+            by_queue.setdefault(queue, {})
+    return [
+        QueueRow(
+            name=name,
+            queued=states.get("queued", 0),
+            running=states.get("running", 0),
+            workers_alive=sum(1 for w in workers if name in w.queues and w.alive),
+            workers_lost=sum(1 for w in workers if name in w.queues and not w.alive),
+        )
+        for name, states in sorted(by_queue.items())
+    ]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    id: int
+    at: datetime
+    kind: str
+    stage: str | None
+    message: str
+
+
+@dataclass
+class JobView:
+    job: Job
+    now: datetime
+    log: list[LogLine]
+    log_omitted: int
+    last_event_id: int
+    report: Report | None = None
+    report_error: str | None = None
+    raw_report: dict[str, Any] | None = field(default=None)
+
+
+def job_view(session: Session, principal: Principal, job_id: str) -> JobView | None:
+    job = get_job(session, job_id, principal)
+    if job is None:
+        return None
+    recent = list(
+        session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id.desc()).limit(LOG_LINES)
+        )
+    )
+    total = session.scalar(select(func.count()).where(JobEvent.job_id == job.id)) or 0
+    log = [LogLine(e.id, e.created_at, e.kind, e.stage, e.message) for e in reversed(recent)]
+    view = JobView(
+        job=job,
+        now=utcnow(),
+        log=log,
+        log_omitted=max(0, total - len(log)),
+        last_event_id=log[-1].id if log else 0,
+    )
+    if job.report is not None:
+        try:
+            view.report = Report.model_validate(job.report)
+        except ValidationError as exc:
+            errors = exc.error_count()
+            view.report_error = f"the report does not match this version's schema ({errors} errors)"
+            view.raw_report = job.report
+    return view
