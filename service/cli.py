@@ -6,18 +6,25 @@ Imports of the service's dependencies happen inside the commands, so a GPU node 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 __all__ = ["register"]
 
@@ -26,14 +33,21 @@ stderr = Console(stderr=True, soft_wrap=True)
 tokens_app = typer.Typer(help="Create, list and revoke API tokens (run where the database is reachable).")
 
 
-def _database():  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def _session() -> Iterator[Session]:
+    """A session on the migrated database; commits on success, and closes the engine either way."""
     from service.db.migrate import upgrade
     from service.db.session import Database
     from service.settings import get_service_settings
 
     url = get_service_settings().resolved_database_url
     upgrade(url)
-    return Database(url)
+    db = Database(url)
+    try:
+        with db.session() as session:
+            yield session
+    finally:
+        db.dispose()
 
 
 @tokens_app.command("create")
@@ -46,16 +60,16 @@ def tokens_create(
     """Make a token; its secret is printed once and never stored."""
     from service.auth import TokenError, create_token
 
-    db = _database()
     try:
-        with db.session() as session:
+        with _session() as session:
             token, secret = create_token(session, name, repo)
             token_id = token.id
     except TokenError as exc:
-        stderr.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        stderr.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from None
     stderr.print(
-        f"token {token_id} ({name}) for {', '.join(repo)}; the secret is shown once:", highlight=False
+        escape(f"token {token_id} ({name.strip()}) for {', '.join(repo)}; the secret is shown once:"),
+        highlight=False,
     )
     stdout.print(secret, highlight=False, markup=False, soft_wrap=True)
 
@@ -66,11 +80,11 @@ def tokens_list() -> None:
     from service.auth import list_tokens
 
     table = Table("id", "name", "prefix", "repositories", "created", "last used", "revoked")
-    with _database().session() as session:
+    with _session() as session:
         for token in list_tokens(session):
             table.add_row(
                 str(token.id),
-                token.name,
+                escape(token.name),
                 token.prefix + "…",
                 ", ".join(token.repositories),
                 f"{token.created_at:%Y-%m-%d %H:%M}",
@@ -88,13 +102,13 @@ def tokens_revoke(
     from service.auth import TokenError, revoke_token
 
     try:
-        with _database().session() as session:
+        with _session() as session:
             token = revoke_token(session, token_id)
             name = token.name
     except TokenError as exc:
-        stderr.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        stderr.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(code=2) from None
-    stderr.print(f"token {token_id} ({name}) revoked", highlight=False)
+    stderr.print(escape(f"token {token_id} ({name}) revoked"), highlight=False)
 
 
 def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str, str]]]:
@@ -150,17 +164,14 @@ def worker(
     raise typer.Exit(code=_supervise(worker_commands(queue)))
 
 
-def _admin_token(data_dir: Path) -> str:
-    from service.settings import get_service_settings
-
-    configured = get_service_settings().admin_token
+def _kept_secret(configured: SecretStr | None, token_file: Path) -> str:
+    """The configured value, else one made on first start and kept (mode 0600) in the data folder."""
     if configured is not None:
         return configured.get_secret_value()
-    token_file = data_dir / "admin-token"
     if token_file.is_file():
         return token_file.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    secret = "ipa_" + secrets.token_urlsafe(32)
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)
     token_file.touch(mode=0o600)
     token_file.write_text(secret + "\n")
     return secret
@@ -182,7 +193,10 @@ def serve(
 
     settings = get_service_settings()
     token_from_env = settings.admin_token is not None
-    os.environ["INTELLIPERF_ADMIN_TOKEN"] = _admin_token(settings.data_dir)
+    os.environ["INTELLIPERF_ADMIN_TOKEN"] = _kept_secret(
+        settings.admin_token, settings.data_dir / "admin-token"
+    )
+    os.environ["INTELLIPERF_SECRET_KEY"] = _kept_secret(settings.secret_key, settings.data_dir / "secret-key")
     get_service_settings.cache_clear()
     settings = get_service_settings()
     app = create_app(settings)

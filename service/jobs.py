@@ -12,7 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session
 from intelliperf.contract import JobSpec
 from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, utcnow
+from service.secrets import delete_secrets
 
 __all__ = [
+    "DueJob",
     "IdempotencyConflict",
     "JobPage",
     "add_event",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 _REPOSITORY = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<path>.+?)(?:\.git)?/?$")
+# an owner's or a repository's name (GitHub's and GitLab's characters); no NUL, no spaces, no '..'
+_NAME_PART = re.compile(r"[\w.-]{1,100}")
 
 
 class IdempotencyConflict(ValueError):
@@ -54,8 +58,11 @@ def repository_name(url: str) -> str | None:
     match = _REPOSITORY.match(url.strip())
     if not match:
         return None
-    parts = match.group("path").split("/")
-    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+    parts = match.group("path").split("/")[-2:]
+    if len(parts) < 2 or not all(_NAME_PART.fullmatch(part) and part.strip(".") for part in parts):
+        return None
+    name = "/".join(parts)
+    return name if len(name) <= 200 else None
 
 
 def _spec_hash(spec: JobSpec, archive: bytes | None, priority: int) -> str:
@@ -104,15 +111,18 @@ def submit(
         runs=0,
         cancel_requested=False,
     )
-    try:
-        with session.begin_nested():
-            session.add(job)
-            session.flush()
-    except IntegrityError:
-        existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
-        if existing is None:
-            raise
-        return _same_or_conflict(existing, spec_hash), False
+    if scope is None:  # nothing unique to collide on: written with the rest at commit
+        session.add(job)
+    else:
+        try:
+            with session.begin_nested():  # a concurrent submission with the same key may win
+                session.add(job)
+                session.flush()
+        except IntegrityError:
+            existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
+            if existing is None:
+                raise
+            return _same_or_conflict(existing, spec_hash), False
     if archive is not None:
         session.add(JobArchive(job_id=job.id, data=archive))
     add_event(session, job.id, "state", f"queued on {job.queue}", stage="queued")
@@ -128,8 +138,11 @@ def _same_or_conflict(existing: Job, spec_hash: str) -> Job:
 def _visible(principal: Principal) -> Any:
     if principal.is_admin or "*" in principal.repositories:
         return True
+    # case-insensitive, as Principal.may_access (SQLite's LIKE is, PostgreSQL's is not)
     conditions = [
-        Job.repository.like(scope.replace("%", r"\%").replace("_", r"\_").replace("*", "%"), escape="\\")
+        func.lower(Job.repository).like(
+            scope.lower().replace("%", r"\%").replace("_", r"\_").replace("*", "%"), escape="\\"
+        )
         for scope in principal.repositories
     ]
     return or_(*conditions)
@@ -192,6 +205,7 @@ def request_cancel(session: Session, job: Job) -> Job:
         )
         if done.rowcount == 1:  # type: ignore[attr-defined]
             add_event(session, job.id, "state", "cancelled before it started", stage="cancelled")
+            delete_secrets(session, job.id)
             session.refresh(job)
             return job
     session.execute(update(Job).where(Job.id == job.id).values(cancel_requested=True))
@@ -230,6 +244,7 @@ def finish(
 ) -> None:
     if status not in FINISHED:
         raise ValueError(f"{status!r} is not a finished state")
+    delete_secrets(session, job_id)
     session.execute(
         update(Job)
         .where(Job.id == job_id)
@@ -249,12 +264,19 @@ def finish(
     add_event(session, job_id, "state", message, stage=status)
 
 
+class DueJob(NamedTuple):
+    id: str
+    queue: str
+    priority: int
+
+
 def due_for_dispatch(
     session: Session, now: datetime, redispatch_after: timedelta, limit: int = 500
-) -> list[Job]:
-    """Queued jobs never sent to the broker, or sent so long ago that the message may be lost."""
+) -> list[DueJob]:
+    """Queued jobs never sent to the broker, or sent so long ago that the message may be lost: only what a
+    message needs. The rows stay locked until the session ends; another dispatcher skips them."""
     query = (
-        select(Job)
+        select(Job.id, Job.queue, Job.priority)
         .where(
             Job.status == "queued",
             Job.cancel_requested.is_(False),
@@ -262,8 +284,9 @@ def due_for_dispatch(
         )
         .order_by(Job.priority.desc(), Job.created_at)
         .limit(limit)
+        .with_for_update(skip_locked=True)
     )
-    return list(session.scalars(query))
+    return [DueJob(*row) for row in session.execute(query)]
 
 
 def mark_dispatched(session: Session, job_ids: list[str], when: datetime) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +27,9 @@ class ServiceSettings(BaseSettings):
         default=None, description="Celery broker, e.g. redis://127.0.0.1:6379/0 (default: files in data_dir)"
     )
     admin_token: SecretStr | None = Field(default=None, description="Bootstrap token with every right")
+    secret_key: SecretStr | None = Field(
+        default=None, description="Encrypts job secrets (GitHub token, LLM key) at rest; shared with workers"
+    )
     max_upload_bytes: int = Field(default=64 * 2**20, gt=0, description="Largest project archive accepted")
     max_archive_bytes: int = Field(default=512 * 2**20, gt=0, description="Largest archive content")
     max_archive_members: int = Field(default=20_000, gt=0)
@@ -46,6 +50,23 @@ class ServiceSettings(BaseSettings):
         default=6 * 3600,
         gt=0,
         description="Hard limit of any job; the broker's visibility timeout exceeds it",
+    )
+    executor: Literal["auto", "container", "local"] = Field(
+        default="auto",
+        description="Where workers run the engine: a container (docker SDK), a local subprocess, or a "
+        "container when a Docker engine answers and has the worker image",
+    )
+    worker_image: str = Field(
+        default="intelliperf-worker:latest", description="Image of jobs whose spec names none"
+    )
+    docker_host: str | None = Field(
+        default=None,
+        description="Docker Engine API, e.g. unix:///run/podman.sock (default: $DOCKER_HOST or docker.sock)",
+    )
+    container_network: str = Field(
+        default="bridge",
+        description="Network of job containers: bridge reaches the LLM but not the worker's loopback; "
+        "host when the LLM endpoint is on the worker's loopback; none for diagnosis only",
     )
 
     @property

@@ -17,8 +17,9 @@ from celery.signals import worker_ready, worker_shutdown
 
 from service.db.session import Database
 from service.queue import RUN_JOB, make_celery
+from service.secrets import SecretBox
 from service.settings import get_service_settings
-from worker.executor import LocalExecutor
+from worker.container import executor_for
 from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
@@ -50,7 +51,12 @@ def _runner() -> JobRunner:
         heartbeat = Heartbeat(db, worker_name(), queues_for(gpu), gpu, settings.heartbeat_s)
         _runtime["heartbeat"] = heartbeat
         _runtime["runner"] = JobRunner(
-            db, LocalExecutor(), worker_name(), heartbeat=heartbeat, time_limit_s=settings.job_time_limit_s
+            db,
+            executor_for(settings),
+            worker_name(),
+            heartbeat=heartbeat,
+            time_limit_s=settings.job_time_limit_s,
+            secret_box=SecretBox(settings.secret_key) if settings.secret_key else None,
         )
     runner: JobRunner = _runtime["runner"]
     return runner

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -59,7 +59,10 @@ class Executor(Protocol):
         on_events: Callable[[list[EngineEvent]], None],
         should_cancel: Callable[[], bool],
         time_limit_s: float,
-    ) -> ExecutionResult: ...
+        env: Mapping[str, str] | None = None,
+    ) -> ExecutionResult:
+        """``env``: variables for the engine only (the job's LLM key), never logged."""
+        ...
 
 
 def parse_line(line: str) -> EngineEvent:
@@ -114,16 +117,16 @@ class LocalExecutor:
         on_events: Callable[[list[EngineEvent]], None],
         should_cancel: Callable[[], bool],
         time_limit_s: float,
+        env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
         out.mkdir(parents=True, exist_ok=True)
         spec_file = out / "spec.json"
         spec_file.write_text(spec_json)
         argv = [self.python, "-m", "worker.engine_main", "--spec", str(spec_file)]
         argv += ["--project", str(project), "--out", str(out)]
-        env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(Path(__file__).parent.parent), env.get("PYTHONPATH")])
-        )
+        child_env = {**os.environ, **(self.env or {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
+        root = str(Path(__file__).parent.parent)
+        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
         process = subprocess.Popen(
             argv,
             cwd=project,
@@ -132,7 +135,7 @@ class LocalExecutor:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            env=env,
+            env=child_env,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )

@@ -20,6 +20,7 @@ from service.archive import ArchiveError
 from service.db.models import Job, JobArchive
 from service.db.session import Database
 from service.jobs import add_event, claim, finish
+from service.secrets import SecretBox, SecretError, load_secrets
 from worker.executor import EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
@@ -85,7 +86,7 @@ class JobRunner:
         heartbeat: Heartbeat | None = None,
         work_dir: Path | None = None,
         time_limit_s: float = 6 * 3600,
-        git_token: Callable[[JobSpec], str | None] = lambda _spec: None,
+        secret_box: SecretBox | None = None,
         github_token: Callable[[JobSpec], str | None] = github_token_from_env,
         github_api_url: str | None = None,
         github_retries: int = 3,
@@ -97,7 +98,8 @@ class JobRunner:
         self.heartbeat = heartbeat
         self.work_dir = work_dir
         self.time_limit_s = time_limit_s
-        self.git_token = git_token
+        self.secret_box = secret_box
+        """Decrypts the secrets sent with a job (service.secrets); None: such jobs fail with that reason."""
         self.github_token = github_token
         self.github_api_url = github_api_url
         """None: INTELLIPERF_GITHUB_API_URL, else https://api.github.com (GitHub Enterprise: .../api/v3)."""
@@ -134,12 +136,21 @@ class JobRunner:
 
     def _run_claimed(self, job: Job) -> str:
         spec = JobSpec.model_validate(job.spec)
+        try:
+            with self.db.session() as session:
+                secrets = load_secrets(session, job.id, self.secret_box)
+        except SecretError as exc:
+            with self.db.session() as session:
+                finish(session, job.id, status="failed", outcome="worker_error", error=str(exc))
+            return "failed"
+        # the job's own GitHub token (sent with it) wins over the worker's
+        github_token = secrets.get("github_token") or self.github_token(spec)
         with tempfile.TemporaryDirectory(
             prefix=f"intelliperf-job-{job.id[:8]}-", dir=self.work_dir
         ) as scratch:
             self._event(job.id, "stage", "fetching the project", "source")
             try:
-                root = self._fetch(job, spec, Path(scratch) / "src")
+                root = self._fetch(job, spec, Path(scratch) / "src", github_token)
             except (SourceError, ArchiveError, OSError) as exc:
                 with self.db.session() as session:
                     finish(session, job.id, status="failed", outcome="source_error", error=str(exc))
@@ -157,11 +168,12 @@ class JobRunner:
                 on_events=lambda events: self._store(job.id, events),
                 should_cancel=self._cancel_check(job.id),
                 time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
+                env={spec.llm.key_env: secrets["llm_key"]} if "llm_key" in secrets else None,
             )
         status, outcome, error = classify(result)
         report, pr_url = result.report, None
         if status == "succeeded" and report is not None:
-            report, pr_url = self._pull_request(job.id, spec, report)
+            report, pr_url = self._pull_request(job.id, spec, report, github_token)
         with self.db.session() as session:
             finish(
                 session,
@@ -178,7 +190,7 @@ class JobRunner:
         return status
 
     def _pull_request(
-        self, job_id: str, spec: JobSpec, report: dict[str, object]
+        self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None
     ) -> tuple[dict[str, object], str | None]:
         """Open or update the job's pull request when it asks for one and has a rewrite to propose.
         A failure here never loses the result: the report gains a warning and the job an event."""
@@ -187,9 +199,7 @@ class JobRunner:
         ):
             return report, None
         self._event(job_id, "stage", "opening the pull request", "pull_request")
-        token = None
         try:
-            token = self.github_token(spec)
             if not token:
                 raise PullRequestError("no GitHub token: set INTELLIPERF_GITHUB_TOKEN for the worker")
             api_url = self.github_api_url or os.environ.get("INTELLIPERF_GITHUB_API_URL") or DEFAULT_API_URL
@@ -206,7 +216,7 @@ class JobRunner:
         self._event(job_id, "log", f"pull request {opened.verb}: {opened.url}", "pull_request")
         return report, opened.url
 
-    def _fetch(self, job: Job, spec: JobSpec, destination: Path) -> Path:
+    def _fetch(self, job: Job, spec: JobSpec, destination: Path, token: str | None) -> Path:
         if job.source == "archive":
             with self.db.session() as session:
                 archive = session.get(JobArchive, job.id)
@@ -216,7 +226,7 @@ class JobRunner:
             return from_archive(data, destination)
         if spec.repository is None:
             raise SourceError("the job names no repository to clone")
-        return checkout(spec.repository, destination, token=self.git_token(spec))
+        return checkout(spec.repository, destination, token=token)
 
     def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
         with self.db.session() as session:

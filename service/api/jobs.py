@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,17 +29,25 @@ from service.jobs import (
     request_cancel,
     submit,
 )
+from service.secrets import SECRET_HEADERS, SecretBox, store_secrets
 from service.settings import ServiceSettings
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(
+    prefix="/v1/jobs", tags=["jobs"], responses={401: {"description": "No bearer token, or an unknown one"}}
+)
 
 MAX_SPEC_BYTES = 1 * 2**20
+UPLOAD_FIELDS = ("spec", "archive")
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+# text the databases can store (PostgreSQL refuses NUL) in a query filter
+NO_NUL = r"^[^\x00]*$"
 
 _UPLOAD_SCHEMA = {
     "type": "object",
     "required": ["spec", "archive"],
+    "additionalProperties": False,
     "properties": {
         "spec": {"type": "string", "description": "The job spec as JSON (schema: JobSpec)"},
         "archive": {"type": "string", "format": "binary", "description": "The project as a tar.gz"},
@@ -53,12 +62,17 @@ def _invalid(field: str, message: str, kind: str = "value_error") -> HTTPExcepti
     )
 
 
-def _parse_spec(raw: bytes | str, where: str) -> JobSpec:
+def _column_length(column: str) -> int:
+    length: int = getattr(Job.__table__.c[column].type, "length")  # noqa: B009
+    return length
+
+
+def _parse_spec(raw: bytes | str, *where: str) -> JobSpec:
     try:
         return JobSpec.model_validate_json(raw)
     except ValidationError as exc:
         details = [
-            {"loc": [where, *(str(p) for p in err["loc"])], "msg": err["msg"], "type": err["type"]}
+            {"loc": [*where, *(str(p) for p in err["loc"])], "msg": err["msg"], "type": err["type"]}
             for err in exc.errors(include_url=False, include_context=False, include_input=False)
         ]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, details) from None
@@ -66,10 +80,15 @@ def _parse_spec(raw: bytes | str, where: str) -> JobSpec:
 
 async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[JobSpec, bytes]:
     try:
-        form = await request.form(max_files=1, max_fields=1, max_part_size=MAX_SPEC_BYTES)
+        form = await request.form(max_files=4, max_fields=4, max_part_size=MAX_SPEC_BYTES)
     except HTTPException as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, f"malformed multipart body: {exc.detail}") from None
     try:
+        for name in dict.fromkeys(form.keys()):
+            if name not in UPLOAD_FIELDS:
+                raise _invalid(name, "unknown form field; send only 'spec' and 'archive'", "extra_forbidden")
+            if len(form.getlist(name)) > 1:
+                raise _invalid(name, f"the form field {name!r} is given more than once")
         spec_field, archive_field = form.get("spec"), form.get("archive")
         if not isinstance(spec_field, str):
             raise _invalid("spec", "a form field 'spec' with the job spec as JSON is required", "missing")
@@ -77,7 +96,7 @@ async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[Job
             raise _invalid(
                 "archive", "a file field 'archive' with the project as tar.gz is required", "missing"
             )
-        spec = _parse_spec(spec_field, "spec")
+        spec = _parse_spec(spec_field, "body", "spec")
         data = await archive_field.read(settings.max_upload_bytes + 1)
         if len(data) > settings.max_upload_bytes:
             raise HTTPException(
@@ -113,10 +132,17 @@ def _record(
     principal: Principal,
     priority: int,
     idempotency_key: str | None,
+    secrets: dict[str, str],
 ) -> tuple[JobDetail, bool]:
     repository = repository_name(spec.repository.url) if spec.repository else None
     if spec.repository is not None and repository is None:
-        raise _invalid("repository.url", "cannot tell owner/name from this URL")
+        raise _invalid(
+            "repository.url",
+            "cannot tell owner/name from this URL (https://host/owner/name.git or git@host:owner/name.git, "
+            "names of letters, digits, '.', '-' and '_', 200 characters at most)",
+        )
+    if len(spec.gpu.queue) > _column_length("queue"):
+        raise _invalid("gpu.arch", f"the GPU queue {spec.gpu.queue[:80]!r}… is too long")
     if spec.repository is None and archive is None:
         raise _invalid(
             "repository",
@@ -138,7 +164,25 @@ def _record(
             )
         except IdempotencyConflict as exc:
             raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+        if created and secrets:
+            store_secrets(session, job.id, secrets, _secret_box(get_settings(request)))
         return JobDetail.of(job), created
+
+
+def _secret_box(settings: ServiceSettings) -> SecretBox:
+    assert settings.secret_key is not None, "checked before the job is recorded"
+    return SecretBox(settings.secret_key)
+
+
+def _secrets(settings: ServiceSettings, github_token: str | None, llm_key: str | None) -> dict[str, str]:
+    given = {name: value for name, value in (("github_token", github_token), ("llm_key", llm_key)) if value}
+    if given and settings.secret_key is None:
+        refusal = "this service keeps no job secrets: its operator has not set INTELLIPERF_SECRET_KEY"
+        detail = [
+            {"loc": ["header", SECRET_HEADERS[name]], "msg": refusal, "type": "value_error"} for name in given
+        ]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail)
+    return given
 
 
 @router.post(
@@ -151,9 +195,9 @@ def _record(
     "first job (200) instead of making a second one.",
     responses={
         200: {"description": "The job this Idempotency-Key made before", "model": JobDetail},
-        401: {"description": "No or bad token"},
         403: {"description": "The token is not scoped to the repository"},
         409: {"description": "The Idempotency-Key was used with another spec"},
+        400: {"description": "A multipart body that cannot be parsed"},
         413: {"description": "The body or archive is too large"},
         415: {"description": "Neither JSON nor multipart"},
     },
@@ -174,8 +218,16 @@ async def submit_job(
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
     ] = None,
+    x_intelliperf_github_token: Annotated[
+        str | None,
+        Header(max_length=1000, description="Token the worker clones and opens the pull request with"),
+    ] = None,
+    x_intelliperf_llm_key: Annotated[
+        str | None, Header(max_length=1000, description="The LLM provider's key for this job")
+    ] = None,
 ) -> JSONResponse:
     settings = get_settings(request)
+    secrets = _secrets(settings, x_intelliperf_github_token, x_intelliperf_llm_key)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     archive: bytes | None = None
     if content_type == "application/json":
@@ -193,7 +245,7 @@ async def submit_job(
             "send the job spec as application/json, or multipart/form-data with 'spec' and 'archive'",
         )
     detail, created = await run_in_threadpool(
-        _record, request, spec, archive, principal, priority, idempotency_key
+        _record, request, spec, archive, principal, priority, idempotency_key, secrets
     )
     if created:
         request.app.state.dispatcher.notify()
@@ -209,8 +261,8 @@ def list_all(
     request: Request,
     principal: CurrentPrincipal,
     status_: Annotated[str | None, Query(alias="status", pattern="^(" + "|".join(JOB_STATES) + ")$")] = None,
-    repository: Annotated[str | None, Query(max_length=200)] = None,
-    queue: Annotated[str | None, Query(max_length=64)] = None,
+    repository: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
+    queue: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> JobList:
@@ -227,8 +279,10 @@ _NOT_FOUND = {404: {"description": "No such job (or not visible to this token)"}
 
 
 def _job_or_404(request: Request, principal: Principal, job_id: str) -> Job:
-    with get_db(request).session() as session:
-        job = get_job(session, job_id, principal)
+    job = None
+    if JOB_ID.fullmatch(job_id):  # anything else is no job's id (and may be text a database refuses)
+        with get_db(request).session() as session:
+            job = get_job(session, job_id, principal)
     if job is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")
     return job

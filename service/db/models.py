@@ -29,6 +29,7 @@ __all__ = [
     "Job",
     "JobArchive",
     "JobEvent",
+    "JobSecret",
     "Worker",
     "utcnow",
 ]
@@ -101,6 +102,16 @@ class JobArchive(Base):
 
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class JobSecret(Base):
+    """A secret sent with a job (see service.secrets), encrypted; deleted when the job finishes."""
+
+    __tablename__ = "job_secrets"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class JobEvent(Base):

@@ -1,0 +1,103 @@
+"""Secrets sent with a job (the LLM key, the GitHub token): encrypted at rest, given only to the engine,
+never shown by the API, deleted when the job finishes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from service.db.models import Job, JobEvent, JobSecret
+from service.db.session import Database
+from service.settings import ServiceSettings
+from tests.service.conftest import LiveService, celery_worker, recorded_example_archive, serve, wait_for
+
+LLM_KEY = "sk-test-0123456789abcdef-very-secret"
+GITHUB_TOKEN = "ghp_testtoken_0123456789abcdefghijkl"
+# the build fails unless the engine's environment holds the job's LLM key (compared by its hash, so the
+# spec does not carry it)
+CHECKS_KEY = {
+    "applications": [{"command": "./bin/transpose"}],
+    "formula": "diagnoseOnly",
+    "replay": "profile",
+    "build_command": 'test "$(printf %s "$LLM_GATEWAY_KEY" | sha256sum | cut -c1-64)" = '
+    + hashlib.sha256(LLM_KEY.encode()).hexdigest(),
+}
+SECRETS = {"X-IntelliPerf-LLM-Key": LLM_KEY, "X-IntelliPerf-GitHub-Token": GITHUB_TOKEN}
+
+
+def post(live: LiveService, headers: dict[str, str]) -> tuple[int, dict[str, object]]:
+    with live.client() as client:
+        response = client.post(
+            "/v1/jobs",
+            data={"spec": json.dumps(CHECKS_KEY)},
+            files={"archive": ("p.tar.gz", recorded_example_archive(), "application/gzip")},
+            headers=headers,
+        )
+    return response.status_code, response.json()
+
+
+def test_without_a_secret_key_the_service_refuses_secrets_and_records_nothing(live: LiveService) -> None:
+    code, body = post(live, SECRETS)
+    assert code == 422
+    assert {tuple(d["loc"]) for d in body["detail"]} == {("header", h) for h in SECRETS}  # type: ignore[union-attr]
+    assert "INTELLIPERF_SECRET_KEY" in body["detail"][0]["msg"]  # type: ignore[index]
+    database = Database(live.settings.resolved_database_url)
+    with database.session() as session:
+        assert session.scalars(select(Job)).all() == []
+    database.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_secrets_reach_the_engine_only_and_are_deleted_when_the_job_ends(
+    settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, secret_key="service-and-workers-share-this")
+    database = Database(settings.resolved_database_url)
+    with serve(settings) as live:
+        code, body = post(live, SECRETS)
+        assert code == 201
+        job_id = str(body["id"])
+        with database.session() as session:
+            stored = {row.name: row.ciphertext for row in session.scalars(select(JobSecret))}
+        assert set(stored) == {"llm_key", "github_token"}
+        assert all(LLM_KEY.encode() not in c and GITHUB_TOKEN.encode() not in c for c in stored.values())
+        worker_env = {"INTELLIPERF_SECRET_KEY": "service-and-workers-share-this"}
+        log = tmp_path / "worker.log"
+        with celery_worker(settings, "w-secrets", log, extra_env=worker_env), live.client() as client:
+            state = wait_for(
+                lambda: (
+                    (s := client.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed") and s
+                )
+            )
+            seen = [
+                client.get(f"/v1/jobs/{job_id}").text,
+                client.get("/v1/jobs").text,
+                client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"}).text,
+                client.get(f"/v1/jobs/{job_id}/report").text,
+            ]
+    assert state["status"] == "succeeded", state  # type: ignore[index]  # the build saw the key
+    with database.session() as session:
+        assert session.scalars(select(JobSecret)).all() == []
+        messages = " ".join(e.message for e in session.scalars(select(JobEvent)))
+    database.dispose()
+    for text in [*seen, messages, log.read_text()]:
+        assert LLM_KEY not in text and GITHUB_TOKEN not in text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_worker_without_the_key_fails_the_job_with_that_reason(
+    settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
+) -> None:
+    settings = settings_for(database_url, secret_key="service-only")
+    with serve(settings) as live:
+        job_id = str(post(live, SECRETS)[1]["id"])
+        with celery_worker(settings, "w-nokey", tmp_path / "worker.log"), live.client() as client:
+            state = wait_for(
+                lambda: (s := client.get(f"/v1/jobs/{job_id}").json())["status"] == "failed" and s
+            )
+    assert "no INTELLIPERF_SECRET_KEY" in state["error"]  # type: ignore[index]
