@@ -6,28 +6,24 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from benchmarks.loop_scenarios import GARBAGE, feedback_script, fixed_source, known_fix
-from formulas.base import KernelProfile
 from intelliperf.contract import (
     Application,
     JobSpec,
     LlmSettings,
     Report,
-    Speedup,
-    ValidationResult,
 )
-from intelliperf.edits import unified_diff
 from intelliperf.engine.candidate import CandidateTree, Target
 from intelliperf.engine.job import run_job
 from intelliperf.engine.workspace import write_back
 from intelliperf.errors import LlmError, SpecError
 from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.llm.proposer import DspyProposer
+from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.testing.scripted_llm import Failure, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,53 +36,6 @@ SOURCE, ORIGINAL, FIXED = fixed_source("transpose_bank")
 WRONG = feedback_script()[2]
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="the loop rebuilds with nvcc")
-
-
-class CandidateCounters(ReplayBackend):
-    """The diagnosis reads the original build's recording; every later counter pass (a candidate's) reads
-    ``candidate`` (by default the recording of the fixed build)."""
-
-    def __init__(self, candidate: Path = PROFILES / "fixed") -> None:
-        super().__init__(PROFILES / "original")
-        self.candidate = ReplayBackend(candidate)
-        self.collected = 0
-
-    def collect(self, argv: Sequence[str], **kw: object) -> dict[str, KernelProfile]:  # type: ignore[override]
-        self.collected += 1
-        source = self if self.collected == 1 else self.candidate
-        return ReplayBackend.collect(source, argv, **kw)  # type: ignore[arg-type]
-
-
-class RecordedJudge:
-    """Accordo's verdicts from the GPU run of the same candidates, found by the candidate's diff: a
-    candidate the GPU never judged fails the test."""
-
-    def __init__(self, reference_dir: Path) -> None:
-        self.reference_dir = reference_dir
-        self.verdicts = {a.diff: a.validation for a in RECORDED.attempts if a.diff and a.validation}
-        self.prepared = 0
-        self.checked: list[str] = []
-
-    def prepare(self, say: object) -> None:
-        self.prepared += 1
-
-    def _recorded(self, candidate_dir: Path) -> ValidationResult:
-        diff = unified_diff(
-            {SOURCE: ((self.reference_dir / SOURCE).read_text(), (candidate_dir / SOURCE).read_text())}
-        )
-        assert diff in self.verdicts, f"no GPU verdict recorded for this candidate:\n{diff}"
-        self.checked.append(diff)
-        verdict = self.verdicts[diff]
-        assert verdict is not None
-        return verdict
-
-    def check(self, candidate_dir: Path, say: object) -> ValidationResult:
-        return self._recorded(candidate_dir).model_copy(update={"speedup": None})
-
-    def time(self, candidate_dir: Path, say: object) -> Speedup:
-        speedup = self.verdicts[self.checked[-1]].speedup  # type: ignore[union-attr]
-        assert speedup is not None
-        return speedup
 
 
 @pytest.fixture
@@ -119,12 +68,12 @@ def run(
 
         def judge_for(target: Target, reference_dir: Path, _: JobSpec) -> RecordedJudge:
             assert target.kernel.name == "_Z15transpose_tiledPKfPfii"
-            judges.append(judge_type(reference_dir))
+            judges.append(judge_type(RECORDED, reference_dir))
             return judges[-1]
 
         report = run_job(
             job,
-            backend=backend or CandidateCounters(),
+            backend=backend or CandidateCounters(PROFILES / "original", PROFILES / "fixed"),
             project=project,
             proposer=DspyProposer(settings),
             judge_factory=judge_for,
@@ -210,7 +159,7 @@ def test_best_of_n_asks_twice_with_one_prompt_and_keeps_the_correct_one(project:
 
 
 def test_faster_but_bottleneck_still_there_is_not_a_success(project: Path) -> None:
-    unchanged = CandidateCounters(candidate=PROFILES / "original")
+    unchanged = CandidateCounters(PROFILES / "original", PROFILES / "original")
     report, _ = run(project, [known_fix("transpose_bank")], backend=unchanged, num_attempts=1)
     [attempt] = report.attempts
     assert attempt.status == "no_metric_gain"
