@@ -39,20 +39,31 @@ def run(spec: JobSpec, project: Path, out: Path) -> int:
     from intelliperf.engine.job import check_optimizable, run_job
     from intelliperf.gpu.select import backend_for
     from intelliperf.summary import render_summary
+    from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge, is_loop_recording
 
     replay = project / spec.replay if spec.replay else None
+    optimize = spec.formula != "diagnoseOnly"
+    replayed_loop = replay is not None and is_loop_recording(replay)
     proposer = None
-    if spec.formula != "diagnoseOnly" and replay is None:
+    if optimize and (replay is None or replayed_loop):
         from intelliperf.llm.client import check_credentials
         from intelliperf.llm.proposer import DspyProposer
 
         check_optimizable(spec)
         check_credentials(spec.llm)
         proposer = DspyProposer(spec.llm)
+    extra = {}
+    if replayed_loop:
+        assert replay is not None
+        backend = CandidateCounters(replay / "original", replay / "fixed")
+        extra["judge_factory"] = RecordedJudge.factory(replay)
+        emit("log", message=f"replaying the GPU's verdicts and counters recorded in {spec.replay}")
+    else:
+        backend = backend_for(replay)
     report = run_job(
-        spec, backend=backend_for(replay), project=project, proposer=proposer, progress=JsonLinesProgress()
+        spec, backend=backend, project=project, proposer=proposer, progress=JsonLinesProgress(), **extra
     )
-    if replay is not None and spec.formula != "diagnoseOnly":
+    if replay is not None and optimize and not replayed_loop:
         note = "the optimization loop validates rewrites on the GPU: a replayed profile is diagnosed only"
         report = report.model_copy(update={"warnings": [*report.warnings, note]})
     out.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,8 @@ KernelRegex = Annotated[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # allow_inf_nan=False: a job spec is stored and sent as JSON, which has no Infinity or NaN
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
 class RepositoryRef(_Strict):
@@ -178,7 +179,8 @@ class JobSpec(_Strict):
     replay: str | None = Field(
         default=None,
         description="A folder of the project holding a profile recorded on a GPU machine: diagnose from it "
-        "without a GPU (demos, tests); the optimization loop needs the GPU and is skipped",
+        "without a GPU (demos, tests). The loop needs the GPU's verdicts: it runs only when the folder is a "
+        "recording of it (original/, fixed/, loop-report.json: intelliperf.testing.recorded_loop)",
     )
 
     @field_validator("project_directory")

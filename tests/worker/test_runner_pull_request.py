@@ -8,7 +8,7 @@ real SQLite file migrated with Alembic; the project comes from an uploaded archi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -46,6 +46,7 @@ class RecordedEngine:
         on_events: Callable[[list[EngineEvent]], None],
         should_cancel: Callable[[], bool],
         time_limit_s: float,
+        env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
         on_events([EngineEvent("stage", "optimizing", "optimize")])
         return ExecutionResult(0, False, False, None, self.report, "# summary", "")
