@@ -29,12 +29,13 @@ def make_celery(settings: ServiceSettings) -> Celery:
         options |= {"priority_steps": list(range(10)), "sep": ":", "queue_order_strategy": "priority"}
     elif broker.startswith("filesystem"):
         folder = settings.broker_folder
-        for sub in ("out", "processed"):
+        for sub in ("out", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         options |= {
             "data_folder_in": str(folder / "out"),
             "data_folder_out": str(folder / "out"),
             "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),
             "store_processed": False,
         }
     app = Celery("intelliperf", broker=broker, set_as_current=False)

@@ -83,6 +83,11 @@ def test_a_job_runs_on_a_worker_and_streams_its_events_live(live: LiveService, t
         present = [(d["formula"], d["kernel"]) for d in report["diagnoses"] if d["present"]]
         assert len(present) == 1 and present[0][0] == "bankConflict" and "transpose" in present[0][1]
         assert client.get(f"/v1/jobs/{job_id}/diff").status_code == 404  # diagnosis only: no rewrite
+        # the embedded broker keeps all its files (messages, control) in the data folder
+        assert (
+            live.settings.resolved_broker_url != "filesystem://"
+            or (live.settings.broker_folder / "control").is_dir()
+        )
         workers = client.get("/v1/workers").json()
         assert [(w["name"], w["alive"], w["current_job"]) for w in workers] == [("w-flow", True, None)]
 
