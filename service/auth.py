@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -33,6 +34,7 @@ __all__ = [
 
 TOKEN_PREFIX = "ipt_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+NAME_LENGTH = 100  # api_tokens.name
 
 
 class TokenError(ValueError):
@@ -63,17 +65,26 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# owner/name as repository_name gives it; '*' in the name matches any characters (and means the same
+# to fnmatch in may_access as to LIKE in the job list), so no other wildcard is let in
+_SCOPE = re.compile(r"[\w.-]{1,100}/[\w.*-]{1,100}")
+
+
 def validate_scope(scope: str) -> str:
-    parts = scope.split("/")
-    if scope == "*" or (len(parts) == 2 and all(parts) and "*" not in parts[0]):
+    if scope == "*" or _SCOPE.fullmatch(scope):
         return scope
-    raise TokenError(f"scope {scope!r}: use 'owner/name', 'owner/*' or '*'")
+    raise TokenError(
+        f"scope {scope!r}: use 'owner/name', 'owner/*' or '*' "
+        "(letters, digits, '.', '-' and '_'; '*' only in the name)"
+    )
 
 
 def create_token(session: Session, name: str, repositories: list[str]) -> tuple[ApiToken, str]:
     """A new token; returns the row and the secret, which is never available again."""
     if not name.strip():
         raise TokenError("a token needs a name")
+    if len(name.strip()) > NAME_LENGTH:
+        raise TokenError(f"a token's name has at most {NAME_LENGTH} characters")
     if not repositories:
         raise TokenError("a token needs at least one repository scope ('owner/name', 'owner/*' or '*')")
     scopes = [validate_scope(scope.strip()) for scope in repositories]

@@ -29,7 +29,12 @@ router = APIRouter(tags=["operations"])
 DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0)
 
 
-@router.get("/v1/workers", response_model=list[WorkerOut], summary="Workers, their GPU and current job")
+@router.get(
+    "/v1/workers",
+    response_model=list[WorkerOut],
+    responses={401: {"description": "No bearer token, or an unknown one"}},
+    summary="Workers, their GPU and current job",
+)
 def list_workers(request: Request, principal: CurrentPrincipal) -> list[WorkerOut]:
     stale = utcnow() - timedelta(seconds=get_settings(request).worker_stale_s)
     with get_db(request).session() as session:

@@ -1,0 +1,84 @@
+"""Schemathesis over the live server's OpenAPI document: every operation, with valid and with invalid
+generated requests, answers without a server error, with a documented status code and content type,
+and with a body that matches the documented schema. On SQLite and PostgreSQL.
+
+Bounded: a few dozen examples per operation and mode, no shrinking, no example database."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase
+from schemathesis import APIOperation, Case, GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from service.db.session import Database
+from service.jobs import finish
+from tests.service.conftest import ADMIN, LiveService
+
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+MAX_EXAMPLES = int(os.environ.get("INTELLIPERF_FUZZ_EXAMPLES", "20"))
+SPEC = {"repository": {"url": "https://github.com/acme/kernels.git"}, "applications": [{"command": "./app"}]}
+
+
+def _fuzz(operation: APIOperation, mode: GenerationMode, **fixed: Any) -> None:
+    @hypothesis.settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode, **fixed))
+    def call(case: Case) -> None:
+        case.call_and_validate(headers=AUTH, checks=CHECKS)
+
+    call()
+
+
+def _finished_job(live: LiveService) -> str:
+    """A job with a report and a diff, so that the job routes are also fuzzed past their 404."""
+    with live.client() as client:
+        response = client.post("/v1/jobs", json=SPEC)
+        assert response.status_code == 201, response.text
+        job_id: str = response.json()["id"]
+    database = Database(live.settings.resolved_database_url)
+    with database.session() as session:
+        finish(
+            session,
+            job_id,
+            status="succeeded",
+            outcome="success",
+            report={"schema_version": 1},
+            diff="--- a/k.cu\n+++ b/k.cu\n@@ -1 +1 @@\n-a\n+b\n",
+            speedup=1.5,
+        )
+    database.dispose()
+    return job_id
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)
+def test_every_operation_answers_without_a_server_error_and_as_documented(
+    live: LiveService, mode: GenerationMode
+) -> None:
+    schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    labels = {operation.label for operation in operations}
+    assert {"POST /v1/jobs", "GET /v1/jobs/{job_id}/events", "GET /metrics"} <= labels
+    job_id = _finished_job(live)
+    for operation in operations:
+        if mode is GenerationMode.NEGATIVE and not list(operation.iter_parameters()):
+            continue  # nothing to make invalid
+        _fuzz(operation, mode)
+        if "{job_id}" in operation.path:
+            _fuzz(operation, mode, path_parameters={"job_id": job_id})
