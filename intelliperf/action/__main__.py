@@ -1,0 +1,5 @@
+import sys
+
+from intelliperf.action import main
+
+sys.exit(main())

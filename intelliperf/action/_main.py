@@ -1,0 +1,291 @@
+"""The Action's run: inputs -> job spec -> (archive) -> POST -> events into the log -> summary, outputs.
+
+Exit codes: 0 done (or the job's result is acceptable under ``fail_on``), 1 the job failed (or gave
+no speedup) and ``fail_on`` says that fails the step, 2 a bad input, 3 the service could not be
+reached or refused a request, 4 the job did not finish within ``timeout_minutes`` (it is cancelled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from intelliperf.action._client import FINISHED, ServiceClient, ServiceError
+from intelliperf.action._inputs import (
+    ActionInputs,
+    GithubContext,
+    InputError,
+    build_spec,
+    idempotency_key,
+    read_inputs,
+)
+from intelliperf.action._pack import PackError, pack_project
+from intelliperf.action._workflow import Workflow
+
+__all__ = ["EXIT_INPUT", "EXIT_JOB", "EXIT_OK", "EXIT_SERVICE", "EXIT_TIMEOUT", "main", "run"]
+
+EXIT_OK, EXIT_JOB, EXIT_INPUT, EXIT_SERVICE, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+STREAM_RECONNECTS = 20
+
+
+class _Stopped(Exception):
+    """The runner asked the step to stop (the workflow was cancelled)."""
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise _Stopped(signal.Signals(signum).name)
+
+
+def _event_line(event_kind: str, data: dict[str, Any]) -> str:
+    message = str(data.get("message", ""))
+    stage = data.get("stage")
+    if event_kind == "stage":
+        return f"[{stage}] {message}" if stage else message
+    if event_kind == "state":
+        return f"== {message}"
+    return message
+
+
+def _follow(
+    client: ServiceClient, flow: Workflow, job_id: str, deadline: float, *, retry_wait_s: float
+) -> None:
+    """Stream the job's events into the log until the ``end`` event; reconnect where the stream broke."""
+    last, breaks = 0, 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _TimedOut
+        try:
+            for event in client.events(job_id, after=last, read_timeout_s=max(1.0, min(60.0, remaining))):
+                if event.id is not None:
+                    last = event.id
+                if event.kind == "end":
+                    return
+                if event.kind != "keep-alive":
+                    for line in _event_line(event.kind, event.data).splitlines() or [""]:
+                        flow.line(line)
+                if time.monotonic() > deadline:
+                    raise _TimedOut
+        except ServiceError as exc:
+            if exc.status is not None and exc.status < 500:
+                raise
+            breaks += 1
+            if breaks > STREAM_RECONNECTS:
+                raise
+            if time.monotonic() + retry_wait_s > deadline:
+                raise _TimedOut from None
+            flow.line(f"(the event stream broke: {exc}; reconnecting)")
+            time.sleep(retry_wait_s)
+            continue
+        # the stream ended without `end` (a proxy closed it): check the job, resume if it still runs
+        if client.job(job_id)["status"] in FINISHED:
+            return
+
+
+def _fmt_speedup(value: object) -> str:
+    return f"{float(value):.4g}" if isinstance(value, int | float) else ""
+
+
+def _summary(job: dict[str, Any], report: dict[str, Any] | None, service_url: str) -> str:
+    """The report rendered as the pull request body is, and a line about the job itself."""
+    body = ""
+    if report is not None:
+        try:
+            from intelliperf.contract.report import Report
+            from intelliperf.summary import render_summary
+
+            body = render_summary(Report.model_validate(report))
+        except Exception as exc:  # a report from another version: fall back to the job's own summary
+            body = str(job.get("summary") or "") or f"_The report could not be rendered here: {exc}_"
+    elif job.get("summary"):
+        body = str(job["summary"])
+    status = job.get("status", "?")
+    line = f"IntelliPerf job `{job.get('id')}` on {service_url}: **{status}**"
+    if job.get("outcome"):
+        line += f" ({job['outcome']})"
+    if job.get("speedup"):
+        line += f", speedup {_fmt_speedup(job['speedup'])}x"
+    if job.get("pr_url"):
+        line += f", pull request {job['pr_url']}"
+    parts = [] if body else ["## IntelliPerf"]
+    if body:
+        parts.append(body.rstrip())
+    parts.append(line)
+    if job.get("error"):
+        parts.append("**Error:**\n\n```text\n" + str(job["error"]).replace("```", "'''") + "\n```")
+    return "\n\n".join(parts)
+
+
+def _diff_file(inputs: ActionInputs) -> str:
+    return Path(inputs.report_file).with_suffix("").as_posix() + ".diff"
+
+
+def _own_files(inputs: ActionInputs) -> frozenset[str]:
+    """The report and diff an earlier run of the Action left in the workspace: not the project's."""
+    return frozenset(Path(p).as_posix() for p in (inputs.report_file, _diff_file(inputs)))
+
+
+def _write_report(
+    flow: Workflow,
+    inputs: ActionInputs,
+    github: GithubContext,
+    job: dict[str, Any],
+    report: dict[str, Any] | None,
+    diff: str | None,
+) -> None:
+    report_path = ""
+    if report is not None:
+        path = Path(github.workspace) / inputs.report_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report_path = str(path)
+    diff_path = ""
+    if diff:
+        path = Path(github.workspace) / _diff_file(inputs)
+        path.write_text(diff, encoding="utf-8")
+        diff_path = str(path)
+    flow.set_output("status", str(job.get("status", "")))
+    flow.set_output("outcome", str(job.get("outcome") or ""))
+    flow.set_output("speedup", _fmt_speedup(job.get("speedup")))
+    flow.set_output("pr_url", str(job.get("pr_url") or ""))
+    flow.set_output("report", report_path)
+    flow.set_output("diff", diff_path)
+
+
+def _verdict(flow: Workflow, inputs: ActionInputs, job: dict[str, Any]) -> int:
+    status = job.get("status")
+    failed = status != "succeeded"
+    no_speedup = not failed and not job.get("speedup")
+    if failed:
+        why = f"IntelliPerf job {job['id']} {status}" + (f": {job['error']}" if job.get("error") else "")
+        if inputs.fail_on == "never":
+            flow.warning(why)
+            return EXIT_OK
+        flow.error(why)
+        return EXIT_JOB
+    if no_speedup and inputs.fail_on == "no-speedup":
+        flow.error(f"IntelliPerf job {job['id']} found no validated speedup (outcome: {job.get('outcome')})")
+        return EXIT_JOB
+    return EXIT_OK
+
+
+def run(env: Mapping[str, str], *, retry_wait_s: float = 1.0) -> int:
+    flow = Workflow(env)
+    # mask first: nothing may be printed before the runner knows the secrets
+    for name in ("llm_gateway_key", "intelliperf_actions_token", "service_token"):
+        value = env.get(f"INPUT_{name.upper()}", "").strip()
+        if value:
+            flow.mask(value)
+    github = GithubContext.from_env(env)
+    try:
+        inputs = read_inputs(env)
+        spec = build_spec(inputs, github)
+    except InputError as exc:
+        flow.error(str(exc), title=f"IntelliPerf: input {exc.name}")
+        return EXIT_INPUT
+    for note in inputs.warnings:
+        flow.warning(note)
+    key = idempotency_key(inputs, github, spec)
+    with flow.group("IntelliPerf: job spec"):
+        flow.line(spec.model_dump_json(indent=2, exclude_defaults=True))
+        flow.line(f"service: {inputs.service_url}")
+        if key:
+            flow.line(f"Idempotency-Key: {key}")
+    archive = None
+    if inputs.source == "archive":
+        try:
+            packed = pack_project(Path(github.workspace), exclude=_own_files(inputs))
+        except PackError as exc:
+            flow.error(f"packing the project: {exc}")
+            return EXIT_INPUT
+        how = "respecting .gitignore" if packed.gitignore else "not a git work tree: everything but .git"
+        flow.line(
+            f"packed {packed.files} files of {github.workspace} ({len(packed.data) / 2**20:.2f} MiB, {how})"
+        )
+        archive = packed.data
+    secrets = {"github_token": inputs.github_token or "", "llm_key": inputs.llm_gateway_key or ""}
+    deadline = time.monotonic() + inputs.timeout_minutes * 60
+    job_id: str | None = None
+    with ServiceClient(inputs.service_url, inputs.service_token) as client:
+        try:
+            job, created = client.submit(
+                spec,
+                archive=archive,
+                secrets={k: v for k, v in secrets.items() if v},
+                idempotency_key=key,
+                priority=inputs.priority,
+                retry_wait_s=retry_wait_s,
+            )
+            job_id = str(job["id"])
+            flow.set_output("job_id", job_id)  # now: a step that times out or breaks still names its job
+            flow.line(f"job {job_id} {'submitted' if created else 'already submitted by an earlier try'}")
+            if not inputs.wait:
+                _write_report(flow, inputs, github, job, None, None)
+                flow.add_summary(_summary(job, None, inputs.service_url))
+                return EXIT_OK
+            previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                with flow.group(f"IntelliPerf job {job_id}: events"):
+                    _follow(client, flow, job_id, deadline, retry_wait_s=retry_wait_s)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+            job = client.job(job_id)
+            report = client.report(job_id)
+            diff = client.diff(job_id) if job.get("status") == "succeeded" else None
+        except ServiceError as exc:
+            flow.error(str(exc), title="IntelliPerf: service")
+            return EXIT_SERVICE
+        except _TimedOut:
+            flow.error(
+                f"IntelliPerf job {job_id} did not finish within timeout_minutes={inputs.timeout_minutes:g}; "
+                "it is cancelled"
+            )
+            if _cancel(client, flow, job_id):
+                flow.set_output("status", "cancelled")
+            return EXIT_TIMEOUT
+        except _Stopped as exc:
+            flow.warning(f"stopped by {exc}; cancelling IntelliPerf job {job_id}")
+            _cancel(client, flow, job_id)
+            return 128 + signal.Signals[str(exc)].value
+    flow.line(
+        f"job {job_id}: {job.get('status')}"
+        + (f" ({job['outcome']})" if job.get("outcome") else "")
+        + (f", speedup {_fmt_speedup(job['speedup'])}x" if job.get("speedup") else "")
+        + (f", pull request {job['pr_url']}" if job.get("pr_url") else "")
+    )
+    _write_report(flow, inputs, github, job, report, diff)
+    flow.add_summary(_summary(job, report, inputs.service_url))
+    return _verdict(flow, inputs, job)
+
+
+def _cancel(client: ServiceClient, flow: Workflow, job_id: str | None) -> bool:
+    if job_id is None:
+        return False
+    try:
+        client.cancel(job_id)
+    except ServiceError as exc:
+        flow.warning(f"could not cancel job {job_id}: {exc}")
+        return False
+    return True
+
+
+def main() -> int:
+    # seconds between retries of a refused submission (1, 2, 3 times this); tests shorten it
+    retry_wait_s = float(os.environ.get("INTELLIPERF_ACTION_RETRY_WAIT_S") or 1.0)
+    return run(os.environ, retry_wait_s=retry_wait_s)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
