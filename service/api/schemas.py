@@ -60,11 +60,12 @@ _SUMMARY_FIELDS = [name for name in JobSummary.model_fields if name != "links"]
 
 class JobDetail(JobSummary):
     spec: JobSpec
+    summary: str | None = Field(description="The Markdown summary (the pull request's body), once finished")
 
     @classmethod
     def of(cls, job: Job) -> JobDetail:
-        summary = JobSummary.of(job)
-        return cls.model_validate({**summary.model_dump(), "spec": job.spec})
+        fields = JobSummary.of(job).model_dump()
+        return cls.model_validate({**fields, "spec": job.spec, "summary": job.summary})
 
 
 class JobList(BaseModel):

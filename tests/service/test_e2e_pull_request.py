@@ -95,6 +95,7 @@ def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
         assert repo.files_at(head)[source].decode() == fixed  # the commit holds the rewrite
         assert repo.files_at(base)[source].decode() == original
         assert f"{job['speedup']:.2f}x" in pull["body"]
+        assert f"{job['speedup']:.2f}x" in job["summary"]  # the Markdown summary, served with the job
 
     database = Database(settings.resolved_database_url)
     with database.session() as session:
