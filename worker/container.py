@@ -118,7 +118,7 @@ def gpu_options(vendor: str, gpu_ids: list[str] | None) -> dict[str, Any]:
 def engine_environment(spec: JobSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """What the engine needs and nothing else; the LLM key only for a job that may call the LLM."""
     env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    if spec.formula != "diagnoseOnly" and spec.replay is None:
+    if spec.formula != "diagnoseOnly":
         fallback = PROVIDER_KEYS.get(spec.llm.litellm_model.split("/", 1)[0])
         for name in filter(None, [spec.llm.key_env, fallback]):
             if environ.get(name):
@@ -199,12 +199,15 @@ class ContainerExecutor:
             raise ContainerError(f"the container engine at {self.where} does not answer: {exc}") from None
         return True
 
-    def container_options(self, spec: JobSpec, project: Path, out: Path) -> dict[str, Any]:
-        """Everything ``containers.create`` gets (the tests read the limits back from the engine)."""
+    def container_options(
+        self, spec: JobSpec, project: Path, out: Path, job_env: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Everything ``containers.create`` gets (the tests read the limits back from the engine).
+        ``job_env``: the job's own secrets (its LLM key), which win over the worker's."""
         mounts = {str(path): {"bind": str(path), "mode": "ro"} for path in self.volumes}
         mounts[str(project)] = {"bind": str(project), "mode": "rw"}
         mounts[str(out)] = {"bind": str(out), "mode": "rw"}
-        environment = engine_environment(spec)
+        environment = engine_environment(spec, {**os.environ, **(job_env or {})})
         options: dict[str, Any] = {}
         if self.attach_gpu:
             options = gpu_options(spec.gpu.vendor, self.gpu_ids)
@@ -237,12 +240,13 @@ class ContainerExecutor:
         on_events: Callable[[list[EngineEvent]], None],
         should_cancel: Callable[[], bool],
         time_limit_s: float,
+        env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
         spec = JobSpec.model_validate_json(spec_json)
         project, out = project.resolve(), out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / "spec.json").write_text(spec_json)
-        options = self.container_options(spec, project, out)
+        options = self.container_options(spec, project, out, env)
         deadline = time.monotonic() + time_limit_s
         with contextlib.closing(self.client()) as client:
             container = _create(client, options)

@@ -118,6 +118,20 @@ def test_the_llm_key_goes_only_to_jobs_that_may_call_the_llm() -> None:
     }
 
 
+def test_the_job_s_own_llm_key_wins_over_the_worker_s(tmp_path: Path) -> None:
+    optimize = JobSpec.model_validate({"applications": [{"command": "./a"}], "build_command": "make"})
+    executor = ContainerExecutor("img", attach_gpu=False)
+    options = executor.container_options(optimize, tmp_path, tmp_path, {"LLM_GATEWAY_KEY": "sk-job-own"})
+    assert options["environment"]["LLM_GATEWAY_KEY"] == "sk-job-own"
+    diagnose = JobSpec.model_validate(REPLAY_SPEC)
+    assert (
+        "LLM_GATEWAY_KEY"
+        not in executor.container_options(diagnose, tmp_path, tmp_path, {"LLM_GATEWAY_KEY": "sk-job-own"})[
+            "environment"
+        ]
+    )
+
+
 def test_no_engine_means_the_local_executor_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     settings = ServiceSettings(executor="auto", docker_host="unix:///nonexistent/docker.sock")
     with caplog.at_level(logging.WARNING, logger="worker.container"):
