@@ -6,12 +6,18 @@ A Redis that restarted without persistence has lost its queues: its ``run_id`` c
 queued job is sent again. Running jobs whose worker stopped heartbeating are re-queued once, then
 failed with that reason (the reaper). Duplicated messages are harmless: a worker's claim is a
 conditional UPDATE that only one run wins.
+
+A submission wakes the dispatcher, which then only sends what is due: the jobs committed since its last
+pass, in one transaction, over one broker connection. Reaping and the broker's restart check run every
+``dispatch_sweep_s``, however busy the API is. Several API processes each run a dispatcher; on
+PostgreSQL the due rows are locked (SKIP LOCKED), so each queued job is sent by one of them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +26,7 @@ from sqlalchemy import select, update
 
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
-from service.jobs import add_event, due_for_dispatch, finish, mark_dispatched
+from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispatched
 from service.queue import RUN_JOB, celery_priority
 from service.settings import ServiceSettings
 
@@ -29,6 +35,7 @@ __all__ = ["MAX_RUNS", "Dispatcher"]
 log = logging.getLogger(__name__)
 
 MAX_RUNS = 2  # a job whose worker died is run once more, then failed
+COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one broker connection)
 
 
 class Dispatcher:
@@ -57,13 +64,19 @@ class Dispatcher:
             self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        last_sweep = float("-inf")
         while not self._stop.is_set():
             self._wake.wait(timeout=self.settings.dispatch_sweep_s)
             self._wake.clear()
             if self._stop.is_set():
                 break
             try:
-                self.sweep()
+                if time.monotonic() - last_sweep >= self.settings.dispatch_sweep_s:
+                    last_sweep = time.monotonic()
+                    self.sweep()
+                else:  # woken by a submission: send it, with those that follow within COALESCE_S
+                    self._stop.wait(COALESCE_S)
+                    self.dispatch_due()
             except Exception:
                 log.exception("dispatcher sweep failed; retrying at the next one")
 
@@ -78,20 +91,23 @@ class Dispatcher:
         now = utcnow()
         with self.db.session() as session:
             jobs = due_for_dispatch(session, now, timedelta(seconds=self.settings.redispatch_after_s))
-            for job in jobs:
-                try:
-                    self._publish(job)
-                except Exception as exc:
-                    self.broker_error = f"{type(exc).__name__}: {exc}"
-                    log.warning("broker unavailable, %d job(s) wait in the database: %s", len(jobs), exc)
-                    break
-                sent.append(job.id)
+            if not jobs:
+                return 0
+            try:
+                with self.celery.producer_or_acquire() as producer:
+                    for job in jobs:
+                        self._publish(job, producer)
+                        sent.append(job.id)
+            except Exception as exc:
+                self.broker_error = f"{type(exc).__name__}: {exc}"
+                waiting = len(jobs) - len(sent)
+                log.warning("broker unavailable, %d job(s) wait in the database: %s", waiting, exc)
             else:
                 self.broker_error = None
             mark_dispatched(session, sent, now)
         return len(sent)
 
-    def _publish(self, job: Job) -> None:
+    def _publish(self, job: DueJob, producer: Any = None) -> None:
         self.celery.send_task(
             RUN_JOB,
             args=[job.id],
@@ -99,6 +115,7 @@ class Dispatcher:
             priority=celery_priority(job.priority),
             retry=True,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+            producer=producer,
         )
 
     def _check_broker_restart(self) -> None:

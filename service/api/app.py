@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI, Request, status
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
@@ -23,6 +24,8 @@ from service.settings import ServiceSettings, get_service_settings
 
 __all__ = ["create_app"]
 
+API_THREADS = 16  # below the database pool's size (service.db.session)
+
 DESCRIPTION = """IntelliPerf's jobs API. Submit a job spec (or a project archive with one), follow its
 events, read its report and diff. Authenticate with `Authorization: Bearer <token>`."""
 
@@ -39,6 +42,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Sync routes and dependencies run on this many threads (anyio's default is 40): within the
+        # database pool, so no request opens and closes an overflow connection, and few enough that
+        # the threads do not fight over the GIL.
+        to_thread.current_default_thread_limiter().total_tokens = API_THREADS
         if dispatch:
             dispatcher.start()
             dispatcher.notify()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["Database"]
+
+# A pooled connection that sat unused this long is pinged before it is handed out (the server may have
+# restarted or dropped it); a busy one is not, so a request costs no extra round trip. A connection that
+# breaks mid-use anyway is recognised as a disconnect and the whole pool is replaced.
+PING_IDLE_S = 5.0
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -23,6 +29,26 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _ping_if_idle(engine: Engine) -> None:
+    """Pre-ping, but only for connections idle longer than PING_IDLE_S."""
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["checked_in"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        checked_in = record.info.get("checked_in")
+        if checked_in is None or time.monotonic() - checked_in < PING_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            if engine.dialect.is_disconnect(error, dbapi_connection, None):
+                raise exc.DisconnectionError(str(error)) from error  # the pool reconnects and retries
+            raise
+
+
 def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -31,7 +57,9 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=20, max_overflow=20)
+    _ping_if_idle(engine)
+    return engine
 
 
 class Database:

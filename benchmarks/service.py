@@ -1,0 +1,693 @@
+"""Service benchmark (CPU machine): how fast does the API take and show jobs, and how soon does an idle worker
+start one? Against the production configuration: PostgreSQL and Redis on 127.0.0.1, the API served by
+uvicorn as its own process (``--factory service.api.app:create_app``), a real Celery worker process.
+
+* saturation: ``--clients`` keep-alive connections, each sending its next request as soon as the last one
+  answered (closed loop), ``--requests`` POST /v1/jobs in all (at most ``--duration-s``): submit_per_s.
+  Then the same for GET /v1/jobs/{id} over the submitted jobs: get_per_s. In a closed loop the mean latency
+  is clients / throughput (Little's law), so these latencies say how deep the queue was, not how fast a
+  request is; they are kept as ``*_saturated_*``.
+* latency: the same clients at a fixed offered load (``--rate`` requests/s in all, each client on its own
+  schedule, open loop): p50/p99 of POST and of GET. A request's latency counts from the moment it was due,
+  not from when it was sent, so a stalled server is not hidden (no coordinated omission).
+* dispatch: an idle Celery worker (``-P solo`` on the ``gpu.nvidia.any`` queue, started with the server but
+  sent nothing before this phase: the load phases' jobs ask for ``sm_90`` and wait on another queue);
+  ``--dispatch-jobs`` jobs submitted one at a time, each after the previous one finished and at most
+  ``--dispatch-rate`` per second; queued-to-started is ``jobs.started_at - jobs.created_at`` in the
+  database. The jobs name a repository on 127.0.0.1:9 that refuses connections, so the worker claims each
+  job and fails it in its clone step.
+
+The load generator is one asyncio process speaking HTTP/1.1 over raw streams (pre-built requests, only the
+status line, Content-Length and body read back): far cheaper per request than an HTTP client library, so it
+leaves the 2 cores to the server and the database. Its CPU time is recorded.
+
+    python benchmarks/service.py --out benchmarks/results/service.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PG_ADMIN_URL = os.environ.get("INTELLIPERF_BENCH_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")
+REDIS_DB = 14  # the benchmark's own Redis database number, flushed before and after
+ADMIN = "bench-admin-secret"
+REPOSITORY = "bench/kernels"
+# Load-phase jobs go to a queue no worker of the benchmark consumes; dispatch-phase jobs to the worker's.
+LOAD_SPEC = {
+    "repository": {"url": f"https://github.com/{REPOSITORY}.git"},
+    "applications": [{"command": "./app 20"}],
+    "build_command": "make",
+    "formula": "diagnoseOnly",
+    "gpu": {"arch": "sm_90"},
+}
+DISPATCH_SPEC = {
+    "repository": {"url": f"http://127.0.0.1:9/{REPOSITORY}.git"},
+    "applications": [{"command": "./app"}],
+    "formula": "diagnoseOnly",
+}
+_ID = re.compile(rb'"id":"([0-9a-f]{32})"')
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The parts: a fresh PostgreSQL database, a flushed Redis database, uvicorn, a Celery worker
+
+
+@contextlib.contextmanager
+def postgres_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+    """A fresh database, dropped afterwards; yields its URL."""
+    from sqlalchemy import create_engine, text
+
+    name = f"intelliperf_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextlib.contextmanager
+def redis_database(base_url: str = REDIS_URL, number: int = REDIS_DB) -> Iterator[str]:
+    import redis
+
+    url = f"{base_url}/{number}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def service_env(database_url: str, broker_url: str, data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
+    env |= {
+        "INTELLIPERF_DATABASE_URL": database_url,
+        "INTELLIPERF_BROKER_URL": broker_url,
+        "INTELLIPERF_ADMIN_TOKEN": ADMIN,
+        "INTELLIPERF_DATA_DIR": str(data_dir),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    return env | extra
+
+
+def uvicorn_argv(port: int, workers: int) -> list[str]:
+    """How an operator serves the API: the app factory reads INTELLIPERF_* from the environment."""
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.api.app:create_app"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    argv += ["--no-access-log", "--log-level", "warning"]
+    for module, option in (("uvloop", "--loop"), ("httptools", "--http")):
+        with contextlib.suppress(ImportError):
+            __import__(module)
+            argv += [option, module]
+    return argv
+
+
+def _wait_http(port: int, path: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not answer in {timeout} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass(frozen=True)
+class Server:
+    port: int
+    group: int  # the process group of uvicorn and its workers
+    database: str  # the name of its PostgreSQL database
+
+
+@contextlib.contextmanager
+def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[Server]:
+    """uvicorn in its own process group; yields once /healthz answers."""
+    port = free_port()
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            uvicorn_argv(port, workers), cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True
+        )
+    try:
+        _wait_http(port, "/healthz", process, log, timeout=60)
+        yield Server(port, process.pid, env["INTELLIPERF_DATABASE_URL"].rsplit("/", 1)[1])
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def celery_worker(env: dict[str, str], name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``celery worker -P solo`` on gpu.nvidia.any (it starts while the caller goes on)."""
+    argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "-c", "1"]
+    argv += ["-Q", "gpu.nvidia.any", "-n", f"{name}@bench", "--without-gossip", "--without-mingle"]
+    argv += ["--loglevel", "WARNING"]
+    env = env | {"INTELLIPERF_WORKER_NAME": name, "INTELLIPERF_HEARTBEAT_S": "5"}
+    with log.open("ab") as sink:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+def wait_for_worker(process: subprocess.Popen[bytes], name: str, database_url: str, log: Path) -> None:
+    """Until the worker's first heartbeat is in the database, and a moment more to reach the broker."""
+    from service.db.models import Worker
+    from service.db.session import Database
+
+    database = Database(database_url)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with database.session() as session:
+                if session.get(Worker, name) is not None:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {name} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+    finally:
+        database.dispose()
+    time.sleep(0.5)
+
+
+def make_token(database_url: str) -> str:
+    """A stored API token scoped to the benchmark's repository: what the GitHub Action would hold."""
+    from service.auth import create_token
+    from service.db.session import Database
+
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            _token, secret = create_token(session, "bench", [REPOSITORY])
+    finally:
+        database.dispose()
+    return secret
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The load generator
+
+
+def http_request(method: str, path: str, token: str, body: bytes | None = None) -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + (body or b"")
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; requests go one at a time."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        self.writer.write(raw)
+        status_line = await self.reader.readline()
+        if not status_line:
+            await self.close()
+            raise ConnectionError("the server closed the connection")
+        length, close = 0, False
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection" and value.strip().lower() == b"close":
+                close = True
+        body = await self.reader.readexactly(length) if length else b""
+        if close:
+            await self.close()
+        return int(status_line.split(b" ", 2)[1]), body
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+        self.reader = self.writer = None
+
+
+@dataclass
+class LoadResult:
+    requests: int = 0
+    errors: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    client_cpu_s: float = 0.0
+    server_cpu_s: float | None = None  # the uvicorn processes
+    postgres_cpu_s: float | None = None  # the PostgreSQL backends serving the benchmark's database
+    cpu_busy: float | None = None  # share of the machine's CPU time that was busy during the run
+    ids: list[str] = field(default_factory=list)
+
+    @property
+    def per_s(self) -> float:
+        return (self.requests - self.errors) / self.elapsed_s if self.elapsed_s else 0.0
+
+    def percentile(self, q: float) -> float | None:
+        return percentile(self.latencies_ms, q)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100), linear between closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def process_cpu_s(match: Callable[[int, str], bool]) -> float:
+    """CPU seconds (user + system) of the processes ``match(pgrp, cmdline)`` selects, from /proc."""
+    total = 0
+    for folder in Path("/proc").glob("[0-9]*"):
+        try:
+            text = (folder / "stat").read_text()
+            cmdline = (folder / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if match(int(fields[2]), cmdline):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields), idle
+
+
+async def run_load(
+    port: int,
+    requests: list[bytes],
+    clients: int,
+    *,
+    rate: float | None = None,
+    duration_s: float = 30.0,
+    expect: int = 200,
+    server_group: int | None = None,
+    database: str | None = None,
+) -> LoadResult:
+    """Send ``requests`` over ``clients`` connections. Without ``rate``, each client sends its next request
+    as soon as the last one answered; with it, request k of the whole run is due at k / rate seconds and its
+    latency counts from then. Stops after ``duration_s`` whatever is left."""
+    result = LoadResult()
+    connections = [Connection(port) for _ in range(clients)]
+    # open every connection first, so the run measures requests and not TCP handshakes
+    for connection in connections:
+        connection.reader, connection.writer = await asyncio.open_connection("127.0.0.1", port)
+    in_server = lambda group, _comm: group == server_group  # noqa: E731
+    in_postgres = lambda _group, cmdline: bool(database) and f" {database} " in cmdline  # noqa: E731
+    server_before, postgres_before = process_cpu_s(in_server), process_cpu_s(in_postgres)
+    cpu_before, process_before = _cpu_times(), time.process_time()
+    start = time.perf_counter()
+    deadline = start + duration_s
+
+    async def client(index: int) -> None:
+        connection = connections[index]
+        for k in range(index, len(requests), clients):
+            if rate is not None:
+                due = start + k / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            else:
+                due = time.perf_counter()
+            if due > deadline:
+                return
+            sent = due if rate is not None else time.perf_counter()
+            try:
+                status, body = await connection.request(requests[k])
+            except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError):
+                result.requests += 1
+                result.errors += 1
+                await connection.close()
+                continue
+            result.latencies_ms.append((time.perf_counter() - sent) * 1000)
+            result.requests += 1
+            result.statuses[status] = result.statuses.get(status, 0) + 1
+            if status != expect:
+                result.errors += 1
+            elif status == 201 and (match := _ID.search(body)):
+                result.ids.append(match.group(1).decode())
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    result.elapsed_s = time.perf_counter() - start
+    result.client_cpu_s = time.process_time() - process_before
+    if server_group is not None:
+        result.server_cpu_s = process_cpu_s(in_server) - server_before
+    if database is not None:
+        result.postgres_cpu_s = process_cpu_s(in_postgres) - postgres_before
+    cpu_after = _cpu_times()
+    if cpu_before and cpu_after and cpu_after[0] > cpu_before[0]:
+        total = cpu_after[0] - cpu_before[0]
+        result.cpu_busy = round(1 - (cpu_after[1] - cpu_before[1]) / total, 3)
+    for connection in connections:
+        await connection.close()
+    return result
+
+
+def post_requests(token: str, count: int, spec: dict[str, object] = LOAD_SPEC) -> list[bytes]:
+    body = json.dumps(spec).encode()
+    return [http_request("POST", "/v1/jobs", token, body)] * count
+
+
+def get_requests(token: str, ids: list[str], count: int) -> list[bytes]:
+    return [http_request("GET", f"/v1/jobs/{ids[k % len(ids)]}", token) for k in range(count)]
+
+
+def load(server: Server, requests: list[bytes], clients: int, **kwargs: object) -> LoadResult:
+    async def main() -> LoadResult:
+        return await run_load(
+            server.port, requests, clients, server_group=server.group, database=server.database, **kwargs
+        )  # type: ignore[arg-type]
+
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main())
+    return uvloop.run(main())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Dispatch latency
+
+
+def dispatch_latency(port: int, token: str, database_url: str, jobs: int, rate: float) -> dict[str, object]:
+    """Submit ``jobs`` one at a time to an idle worker; queued-to-started and its parts, from the database."""
+    import httpx
+    from sqlalchemy import select
+
+    from service.db.models import FINISHED, Job
+    from service.db.session import Database
+
+    database = Database(database_url)
+    ids: list[str] = []
+    unfinished = 0
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
+        ) as c:
+            for _ in range(jobs):
+                began = time.monotonic()
+                response = c.post("/v1/jobs", json=DISPATCH_SPEC, timeout=30)
+                response.raise_for_status()
+                job_id = response.json()["id"]
+                ids.append(job_id)
+                deadline = began + 30
+                while time.monotonic() < deadline:  # the worker is idle again before the next job
+                    with database.session() as session:
+                        if session.scalar(select(Job.status).where(Job.id == job_id)) in FINISHED:
+                            break
+                    time.sleep(0.01)
+                else:
+                    unfinished += 1
+                time.sleep(max(0.05, 1 / rate - (time.monotonic() - began)))
+        with database.session() as session:
+            rows = session.execute(
+                select(Job.created_at, Job.dispatched_at, Job.started_at, Job.status, Job.outcome).where(
+                    Job.id.in_(ids)
+                )
+            ).all()
+    finally:
+        database.dispose()
+
+    def ms(a: datetime | None, b: datetime | None) -> float | None:
+        return (b - a).total_seconds() * 1000 if a and b else None
+
+    started = [ms(r.created_at, r.started_at) for r in rows]
+    to_broker = [ms(r.created_at, r.dispatched_at) for r in rows]
+    queued = [x for x in started if x is not None]
+    sent = [x for x in to_broker if x is not None]
+    outcomes: dict[str, int] = {}
+    for r in rows:
+        outcomes[f"{r.status}:{r.outcome}"] = outcomes.get(f"{r.status}:{r.outcome}", 0) + 1
+    return {
+        "dispatch_jobs": len(ids),
+        "dispatch_started": len(queued),
+        "dispatch_unfinished": unfinished,
+        "dispatch_p50_ms": _round(percentile(queued, 50)),
+        "dispatch_p99_ms": _round(percentile(queued, 99)),
+        "dispatch_max_ms": _round(max(queued, default=None)),
+        "dispatch_to_broker_p50_ms": _round(percentile(sent, 50)),
+        "dispatch_to_broker_p99_ms": _round(percentile(sent, 99)),
+        "dispatch_outcomes": outcomes,
+    }
+
+
+def _per_request(cpu_s: float | None, requests: int) -> float | None:
+    return round(cpu_s * 1000 / requests, 2) if cpu_s is not None and requests else None
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} cores, {model}, {platform.system()} {platform.release()}"
+
+
+def server_versions(database_url: str, broker_url: str) -> tuple[str, str]:
+    """What the run was measured against."""
+    import redis
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        pg = str(connection.execute(text("SHOW server_version")).scalar())
+    engine.dispose()
+    client = redis.Redis.from_url(broker_url)
+    version = str(client.info("server")["redis_version"])
+    client.close()
+    number = broker_url.rsplit("/", 1)[1]
+    return f"PostgreSQL {pg.split()[0]} (127.0.0.1:5432, fresh database)", f"Redis {version} (db {number})"
+
+
+def run(
+    *,
+    clients: int,
+    requests: int,
+    rate: float,
+    duration_s: float,
+    dispatch_jobs: int,
+    dispatch_rate: float,
+    server_workers: int,
+    log_dir: Path,
+    redis_db: int = REDIS_DB,
+) -> dict[str, object]:
+    from service.db.migrate import upgrade
+
+    with postgres_database() as database_url, redis_database(number=redis_db) as broker_url:
+        upgrade(database_url)  # once here, so the server's workers find the schema current
+        token = make_token(database_url)
+        database, broker = server_versions(database_url, broker_url)
+        env = service_env(database_url, broker_url, log_dir / "data")
+        with (
+            celery_worker(env, "bench-worker", log_dir / "worker.log") as worker,
+            api_server(env, server_workers, log_dir / "uvicorn.log") as server,
+        ):
+            # warm-up: every server process imports, connects and serves a few of each
+            warm = load(server, post_requests(token, 4 * clients), clients)
+            load(server, get_requests(token, warm.ids or ["0" * 32], 4 * clients), clients, expect=0)
+            post_sat = load(
+                server, post_requests(token, requests), clients, duration_s=duration_s, expect=201
+            )
+            ids = post_sat.ids or warm.ids
+            get_sat = load(server, get_requests(token, ids, requests), clients, duration_s=duration_s)
+            post_rate = load(
+                server, post_requests(token, requests), clients, rate=rate, duration_s=duration_s, expect=201
+            )
+            get_rate = load(
+                server, get_requests(token, ids, requests), clients, rate=rate, duration_s=duration_s
+            )
+            # the worker consumes only gpu.nvidia.any; the load phases' jobs wait on gpu.nvidia.sm90
+            wait_for_worker(worker, "bench-worker", database_url, log_dir / "worker.log")
+            dispatch = dispatch_latency(server.port, token, database_url, dispatch_jobs, dispatch_rate)
+            worker.terminate()  # its warm shutdown overlaps the server's
+    phases = {
+        "post_saturated": post_sat,
+        "get_saturated": get_sat,
+        "post_at_rate": post_rate,
+        "get_at_rate": get_rate,
+    }
+    result: dict[str, object] = {
+        "machine": machine(),
+        "database": database,
+        "broker": broker,
+        "server": "uvicorn " + " ".join(uvicorn_argv(8000, server_workers)[3:]),
+        "server_workers": server_workers,
+        "load_generator": "one asyncio process, raw HTTP/1.1 keep-alive connections (benchmarks/service.py)",
+        "auth": "stored API token scoped to one repository",
+        "clients": clients,
+        "requests": requests,
+        "rate_per_s": rate,
+        "submit_per_s": round(post_sat.per_s, 1),
+        "get_per_s": round(get_sat.per_s, 1),
+        "post_p50_ms": _round(post_rate.percentile(50)),
+        "post_p99_ms": _round(post_rate.percentile(99)),
+        "get_p50_ms": _round(get_rate.percentile(50)),
+        "get_p99_ms": _round(get_rate.percentile(99)),
+        "post_saturated_p50_ms": _round(post_sat.percentile(50)),
+        "post_saturated_p99_ms": _round(post_sat.percentile(99)),
+        "get_saturated_p50_ms": _round(get_sat.percentile(50)),
+        "get_saturated_p99_ms": _round(get_sat.percentile(99)),
+        "errors": sum(p.errors for p in phases.values()),
+        **dispatch,
+        "phases": {
+            name: {
+                "requests": p.requests,
+                "errors": p.errors,
+                "statuses": {str(k): v for k, v in sorted(p.statuses.items())},
+                "elapsed_s": round(p.elapsed_s, 2),
+                "per_s": round(p.per_s, 1),
+                "p50_ms": _round(p.percentile(50)),
+                "p90_ms": _round(p.percentile(90)),
+                "p99_ms": _round(p.percentile(99)),
+                "max_ms": _round(max(p.latencies_ms, default=None)),
+                "load_generator_cpu_s": round(p.client_cpu_s, 2),
+                "server_cpu_ms_per_request": _per_request(p.server_cpu_s, p.requests),
+                "postgres_cpu_ms_per_request": _per_request(p.postgres_cpu_s, p.requests),
+                "machine_cpu_busy": p.cpu_busy,
+            }
+            for name, p in phases.items()
+        },
+        "targets": {"p99_ms": 50, "submit_per_s": 300, "dispatch_p99_ms": 500},
+    }
+    return result
+
+
+def print_table(result: dict[str, object]) -> None:
+    phases: dict[str, dict[str, object]] = result["phases"]  # type: ignore[assignment]
+    print()
+    print(
+        f"{'phase':<16} {'requests':>8} {'errors':>6} {'per s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'cpu busy':>8} {'server cpu ms/req':>17} {'pg cpu ms/req':>13}"
+    )
+    for name, p in phases.items():
+        print(
+            f"{name:<16} {p['requests']:>8} {p['errors']:>6} {p['per_s']:>8} {p['p50_ms']!s:>8} "
+            f"{p['p99_ms']!s:>8} {p['machine_cpu_busy']!s:>8} {p['server_cpu_ms_per_request']!s:>17} "
+            f"{p['postgres_cpu_ms_per_request']!s:>13}"
+        )
+    print(
+        f"{'dispatch':<16} {result['dispatch_jobs']:>8} {result['dispatch_unfinished']:>6} {'':>8} "
+        f"{result['dispatch_p50_ms']!s:>8} {result['dispatch_p99_ms']!s:>8}"
+    )
+    print()
+    print(
+        f"{result['machine']}; {result['server_workers']} server worker(s); {result['clients']} clients: "
+        f"{result['submit_per_s']} submissions/s (target >= 300); at {result['rate_per_s']}/s POST p99 "
+        f"{result['post_p99_ms']} ms, GET p99 {result['get_p99_ms']} ms (target < 50); dispatch p99 "
+        f"{result['dispatch_p99_ms']} ms (target < 500)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "service.json")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent keep-alive connections")
+    parser.add_argument("--requests", type=int, default=6000, help="requests per phase, at most")
+    parser.add_argument(
+        "--rate", type=float, default=300.0, help="offered load of the latency phases (req/s)"
+    )
+    parser.add_argument("--duration-s", type=float, default=20.0, help="longest phase")
+    parser.add_argument("--dispatch-jobs", type=int, default=100)
+    parser.add_argument("--dispatch-rate", type=float, default=5.0, help="dispatch jobs per second, at most")
+    parser.add_argument("--server-workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help="Redis database number (flushed)")
+    parser.add_argument("--logs", type=Path, help="keep the server's and worker's logs here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="intelliperf-bench-") as scratch:
+        log_dir = args.logs or Path(scratch)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        result = run(
+            clients=args.clients,
+            requests=args.requests,
+            rate=args.rate,
+            duration_s=args.duration_s,
+            dispatch_jobs=args.dispatch_jobs,
+            dispatch_rate=args.dispatch_rate,
+            server_workers=args.server_workers,
+            log_dir=log_dir,
+            redis_db=args.redis_db,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""benchmarks/service.py at a tiny size: the real parts (PostgreSQL, Redis, uvicorn, a Celery worker) and the
+JSON the issue asks for."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from benchmarks import service as bench
+
+KEYS = {
+    "machine",
+    "clients",
+    "submit_per_s",
+    "post_p50_ms",
+    "post_p99_ms",
+    "get_p50_ms",
+    "get_p99_ms",
+    "dispatch_p99_ms",
+    "database",
+    "broker",
+    "server_workers",
+    "requests",
+    "errors",
+}
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_percentile_is_linear_between_ranks() -> None:
+    assert bench.percentile([], 50) is None
+    assert bench.percentile([3.0], 99) == 3.0
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert bench.percentile(list(map(float, range(101))), 99) == 99.0
+
+
+@pytest.mark.timeout(60)
+def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
+    if not (_listening(5432) and _listening(6379)):
+        pytest.fail(
+            "PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) must listen (.ci/run starts them)"
+        )
+    out = tmp_path / "service.json"
+    argv = ["--out", str(out), "--clients", "5", "--requests", "20", "--rate", "100", "--duration-s", "5"]
+    argv += ["--dispatch-jobs", "3", "--dispatch-rate", "20", "--server-workers", "1", "--redis-db", "13"]
+    assert bench.main([*argv, "--logs", str(tmp_path / "logs")]) == 0
+    result = json.loads(out.read_text())
+    assert result.keys() >= KEYS
+    assert result["clients"] == 5 and result["server_workers"] == 1
+    assert result["errors"] == 0, result["phases"]
+    assert result["submit_per_s"] > 0
+    for phase in result["phases"].values():
+        assert phase["requests"] == 20 and phase["p99_ms"] >= phase["p50_ms"] > 0
+    assert result["dispatch_jobs"] == result["dispatch_started"] == 3
+    assert 0 < result["dispatch_p50_ms"] <= result["dispatch_p99_ms"]
+    # the worker ran each job: its clone of a refused repository failed
+    assert sum(result["dispatch_outcomes"].values()) == 3
+    assert all(key.startswith("failed:") for key in result["dispatch_outcomes"]), result["dispatch_outcomes"]
