@@ -354,8 +354,10 @@ def _pump_logs(container: Any, client: docker.DockerClient, sink: queue.Queue[st
     """The container's stdout and stderr as lines, until it exits; a broken stream ends it too."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
+    logs = None
     try:
-        for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+        logs = container.logs(stream=True, follow=True, stdout=True, stderr=True)
+        for chunk in logs:
             pending += decoder.decode(chunk)
             *complete, pending = pending.split("\n")
             for line in complete:
@@ -367,6 +369,9 @@ def _pump_logs(container: Any, client: docker.DockerClient, sink: queue.Queue[st
         if pending:
             sink.put(pending)
         sink.put(None)
+        if logs is not None:  # the stream holds its own socket, which client.close() leaves open
+            with contextlib.suppress(*_ENGINE_ERRORS, OSError):
+                logs.close()
         client.close()
 
 
