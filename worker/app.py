@@ -63,9 +63,13 @@ def _runner() -> JobRunner:
 
 
 @worker_ready.connect
-def _start_heartbeat(**_: Any) -> None:
+def _start_heartbeat(sender: Any = None, **_: Any) -> None:
     _runner()
-    _runtime["heartbeat"].start()
+    heartbeat: Heartbeat = _runtime["heartbeat"]
+    if sender is not None:  # the queues this worker really consumes (-Q), which the service shows
+        queues = sender.app.amqp.queues
+        heartbeat.queues = sorted(queues.consume_from or queues)
+    heartbeat.start()
 
 
 @worker_shutdown.connect
