@@ -21,11 +21,26 @@ struct KernelRecord {
 // Called from CUPTI's buffer-completed callback (a CUPTI thread, or the thread that flushes).
 using KernelSink = void (*)(const KernelRecord& record);
 
-// Registers the buffer callbacks and enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL.
+// Registers the buffer callbacks and enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL. Activity buffers are
+// fresh anonymous mappings (zero pages that cost nothing until CUPTI writes records into them), and CUPTI
+// is told so (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER): it would otherwise clear every 8 MiB
+// buffer it is given, 5 ms at the first kernel. CUPTI's device-side buffers are 1 MiB instead of 3.2 MB
+// (activity.cpp says why).
 bool activity_start(KernelSink sink);
 
 // Forces delivery of every pending record to the sink (cuptiActivityFlushAll with FLUSH_FORCED),
 // then reports dropped records, if any.
 void activity_flush();
+
+// Where activity_start's and activity_flush's time went (steady_clock), for ACCORDO_STATS.
+struct ActivityStats {
+  uint64_t attribute_ns = 0;  // the first CUPTI call, so CUPTI's own initialization is in here
+  uint64_t register_ns = 0;   // cuptiActivityRegisterCallbacks
+  uint64_t enable_ns = 0;     // cuptiActivityEnable(CONCURRENT_KERNEL)
+  uint64_t flush_ns = 0;      // cuptiActivityFlushAll(FLUSH_FORCED), records delivered included
+  uint64_t buffers = 0;       // activity buffers CUPTI asked for
+  uint64_t records = 0;       // kernel records delivered to the sink
+};
+ActivityStats activity_stats();
 
 }  // namespace accordo

@@ -74,8 +74,8 @@ bool load_config(Config& config) {
     } else if (!dedupe.empty() && dedupe != "1") {
       log_error("ACCORDO_DEDUP='%s' is neither 0 nor 1; using 1", dedupe.c_str());
     }
-    config.stats = env("ACCORDO_STATS") == "1";
   }
+  config.stats = env("ACCORDO_STATS") == "1";
   return true;
 }
 

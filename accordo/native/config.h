@@ -4,7 +4,8 @@
 //   ACCORDO_KERNEL     capture: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
 //   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
-//   ACCORDO_STATS      capture: 1 prints where the snapshots' time went on stderr at exit (default 0)
+//   ACCORDO_STATS      1 prints where Accordo's time went on stderr at exit (default 0): trace mode, CUPTI's
+//                      set-up and the final flush; capture mode, the snapshots
 #pragma once
 
 #include <cstdint>

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "activity.h"
 #include "json_out.h"
+#include "log.h"
 #include "names.h"
 
 namespace accordo {
@@ -15,6 +18,16 @@ namespace accordo {
 namespace {
 
 JsonlWriter* g_writer = nullptr;  // leaked on purpose: must outlive static destructors at exit
+bool g_stats = false;
+uint64_t g_start_ns = 0;  // trace_start's own duration (steady_clock), for ACCORDO_STATS
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 const std::string& demangled_name(const char* name) {
   static std::mutex mutex;
@@ -66,18 +79,33 @@ void write_record(const KernelRecord& r) {
 }  // namespace
 
 bool trace_start(const Config& config) {
+  const uint64_t t0 = now_ns();
+  g_stats = config.stats;
   g_writer = new JsonlWriter();
   if (!g_writer->open(config.output)) return false;
   g_writer->write_line("{\"accordo\":\"trace\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
-  if (activity_start(write_record)) return true;
+  if (activity_start(write_record)) {
+    g_start_ns = now_ns() - t0;
+    return true;
+  }
   g_writer->discard();
   return false;
 }
 
 void trace_finish() {
   if (g_writer == nullptr || !g_writer->is_open()) return;
+  const uint64_t t0 = now_ns();
   activity_flush();
+  const uint64_t t1 = now_ns();
   g_writer->publish();
+  const uint64_t t2 = now_ns();
+  if (g_stats) {
+    const ActivityStats a = activity_stats();
+    log_error("trace stats: set-up %.3f ms (first CUPTI call %.3f, register %.3f, enable %.3f), exit %.3f ms "
+              "(flush %.3f, write %.3f); %llu kernel records in %llu buffers",
+              ms(g_start_ns), ms(a.attribute_ns), ms(a.register_ns), ms(a.enable_ns), ms(t2 - t0), ms(t1 - t0),
+              ms(t2 - t1), static_cast<unsigned long long>(a.records), static_cast<unsigned long long>(a.buffers));
+  }
 }
 
 }  // namespace accordo

@@ -51,6 +51,21 @@ def test_trace_sample(sample_app: Path, accordo_lib: Path, tmp_path: Path, mode:
     assert [x.start for x in run.launches] == sorted(x.start for x in run.launches)
 
 
+def test_trace_stats_line(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    """ACCORDO_STATS=1 adds one line on stderr with CUPTI's set-up and flush times; the trace is unchanged."""
+    quiet = run_traced([str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+    assert "accordo:" not in quiet.stderr
+    run = run_traced(
+        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=accordo_lib, env={"ACCORDO_STATS": "1"}
+    )
+    lines = [line for line in run.stderr.splitlines() if line.startswith("accordo: ")]
+    assert len(lines) == 1 and lines[0].startswith("accordo: trace stats: set-up "), run.stderr
+    assert "; 5 kernel records in 1 buffers" in lines[0]
+    assert sorted((s.demangled, s.launches) for s in run.stats) == sorted(
+        (s.demangled, s.launches) for s in quiet.stats
+    )
+
+
 def test_trace_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="exited with code 1"):
         run_traced([str(sample_app), "crash"], cwd=tmp_path, timeout_s=120, library=accordo_lib)

@@ -1,0 +1,240 @@
+"""Where the timing pass's extra wall time goes (GPU machine).
+
+Runs a probe application (benchmarks/trace_probe_app.cu: timestamps around CUDA's initialization, the
+first allocation, the first launch, 200 launches) and two examples plain, under probe injection
+libraries (benchmarks/trace_probe.cpp: each step of libaccordo's trace mode switchable and timed) and
+under libaccordo itself, interleaved in shuffled rounds. Prints per condition the median wall time over
+the plain run (and the median of each run against its own round's plain run), and the median phases:
+for the probe application its own; for the examples spawn -> injection library loaded (cuInit), each
+set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's and libcuda's teardown).
+
+    python benchmarks/trace_overhead.py [--rounds 10] [--only full,libaccordo] [--apps probe_app]
+        [--old-native DIR] [--variant NAME=CXXFLAGS] [--out trace_overhead.json]
+
+--old-native builds libaccordo from other sources too (e.g. a previous commit's accordo/native);
+--variant builds the current sources with extra flags (-DACCORDO_DEVICE_BUFFER_BYTES=262144).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA_HOME = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+# (name, working directory, binary); "probe_app" is benchmarks/trace_probe_app.cu, built into the
+# temporary directory.
+APPS = [
+    ("probe_app", None, "probe_app"),
+    ("atomic_reduction", ROOT / "examples" / "atomic_reduction", "bin/atomic_reduction_fixed"),
+    ("transpose_bank", ROOT / "examples" / "transpose_bank", "bin/transpose"),
+]
+
+# name -> (library key, extra environment); library None is the plain run.
+CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
+    "plain": (None, {}),
+    "inject_only": ("nocupti", {}),
+    "inject+dlopen_cupti": ("nocupti", {"PROBE_DLOPEN": "1"}),
+    "cupti_linked": ("probe", {"PROBE_STAGE": "none"}),
+    "register": ("probe", {"PROBE_STAGE": "register"}),
+    "enable_noflush": ("probe", {"PROBE_STAGE": "enable"}),
+    "full": ("probe", {}),
+    "full_flush0": ("probe", {"PROBE_FLUSH": "zero"}),
+    "full_noflush": ("probe", {"PROBE_FLUSH": "none"}),
+    "full_finalize": ("probe", {"PROBE_FINALIZE": "1"}),
+    "full_kind_kernel": ("probe", {"PROBE_KIND": "kernel"}),
+    "full_prealloc1": ("probe", {"PROBE_PREALLOC": "1"}),
+    "full_devbuf256k": ("probe", {"PROBE_DEVBUF": "262144", "PROBE_PREALLOC": "1"}),
+    "full_calloc_zeroed": ("probe", {"PROBE_CALLOC": "1", "PROBE_ZEROED": "1"}),
+    "full_buf64k": ("probe", {"PROBE_BUF": "65536"}),
+    "libaccordo_old": ("accordo_old", {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"}),
+    "libaccordo": ("accordo", {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"}),
+}
+
+
+def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[str, Path]:
+    src = ROOT / "benchmarks" / "trace_probe.cpp"
+    common = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{CUDA_HOME / 'include'}", str(src)]
+    libs = {"nocupti": out / "probe_nocupti.so", "probe": out / "probe.so", "accordo": out / "libaccordo.so"}
+    subprocess.run([*common, "-DPROBE_NO_CUPTI", "-o", str(libs["nocupti"]), "-ldl"], check=True)
+    subprocess.run(
+        [
+            *common,
+            "-o",
+            str(libs["probe"]),
+            f"-L{CUDA_HOME / 'lib64'}",
+            f"-Wl,-rpath,{CUDA_HOME / 'lib64'}",
+            "-lcupti",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(ROOT / "accordo" / "native"),
+            f"OUT={libs['accordo']}",
+            f"CUDA_HOME={CUDA_HOME}",
+        ],
+        check=True,
+    )
+    for name, flags in variants.items():  # libaccordo from the current sources with extra compiler flags
+        libs[f"accordo[{name}]"] = out / f"libaccordo_{name}.so"
+        make = ["make", "-s", "-C", str(ROOT / "accordo" / "native"), f"OUT={libs[f'accordo[{name}]']}"]
+        env = {
+            **os.environ,
+            "CXXFLAGS": f"-O2 {flags}",
+        }  # the environment's CXXFLAGS, which the Makefile extends
+        subprocess.run([*make, f"CUDA_HOME={CUDA_HOME}"], check=True, env=env)
+    if old_native is not None:  # libaccordo from other sources (e.g. the previous commit's), to compare
+        libs["accordo_old"] = out / "libaccordo_old.so"
+        make = ["make", "-s", "-C", str(old_native), f"OUT={libs['accordo_old']}", f"CUDA_HOME={CUDA_HOME}"]
+        subprocess.run(make, check=True)
+    app = ROOT / "benchmarks" / "trace_probe_app.cu"
+    nvcc = [str(CUDA_HOME / "bin" / "nvcc"), "-O2", "-std=c++17", "-arch=sm_90", "-cudart", "static"]
+    subprocess.run([*nvcc, "-o", str(out / "probe_app"), str(app)], check=True)
+    return libs
+
+
+def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
+    start = time.monotonic_ns()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    end = time.monotonic_ns()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
+    sample: dict = {"wall_ms": (end - start) / 1e6}
+    for line in out.decode(errors="replace").splitlines():
+        if line.startswith('{"main":'):
+            a = json.loads(line)
+            sample.update(
+                app_spawn_to_main=(a["main"] - start) / 1e6,
+                app_cuda_init=(a["ctx"] - a["main"]) / 1e6,
+                app_alloc=(a["alloc"] - a["ctx"]) / 1e6,
+                app_first_launch=(a["first"] - a["alloc"]) / 1e6,
+                app_200_launches=(a["loop"] - a["first"]) / 1e6,
+                app_free=(a["end"] - a["loop"]) / 1e6,
+                app_exit=(end - a["end"]) / 1e6,
+            )
+    for line in err.decode(errors="replace").splitlines():
+        if line.startswith("probe: {"):
+            t = json.loads(line[len("probe: ") :])
+
+            def ms(a: str, b: str, t: dict = t) -> float:
+                return (t[b] - t[a]) / 1e6
+
+            sample.update(
+                spawn_to_load=(t["ctor"] - start) / 1e6,
+                load_to_init=ms("ctor", "init0"),
+                dlopen=ms("init0", "dlopen"),
+                attrs=ms("dlopen", "attrs"),
+                register=ms("attrs", "reg"),
+                enable=ms("reg", "enable"),
+                init_to_dtor=ms("init1", "dtor"),
+                dtor_to_reaped=(end - t["dtor"]) / 1e6,
+                records=t["records"],
+                errors=t["errors"],
+            )
+            if t["exit0"]:
+                sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
+        elif line.startswith("accordo: trace stats:"):
+            sample["accordo_stats"] = line
+        elif line.startswith("probe: ") or line.startswith("accordo: "):
+            sample.setdefault("messages", []).append(line)
+    return sample
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=Path("trace_overhead.json"))
+    parser.add_argument("--only", default=None, help="comma-separated condition names")
+    parser.add_argument("--old-native", type=Path, default=None, help="libaccordo sources to compare with")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="libaccordo also built with these flags, e.g. devbuf=-DACCORDO_DEVICE_BUFFER_BYTES=262144",
+    )
+    parser.add_argument(
+        "--apps", default=None, help="comma-separated: probe_app, atomic_reduction, transpose_bank"
+    )
+    args = parser.parse_args()
+    subprocess.run(["make", "-C", str(ROOT / "examples"), "-j16", "-s"], check=True)
+    conditions = {
+        k: v for k, v in CONDITIONS.items() if not args.only or k in [*args.only.split(","), "plain"]
+    }
+    with tempfile.TemporaryDirectory(prefix="trace-overhead-") as tmp:
+        variants = dict(v.split("=", 1) for v in args.variant)
+        libs = build(Path(tmp), args.old_native, variants)
+        for name in variants:
+            conditions[f"libaccordo[{name}]"] = (
+                f"accordo[{name}]",
+                {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"},
+            )
+        apps = [a for a in APPS if not args.apps or a[0] in args.apps.split(",")]
+        if args.old_native is None:
+            conditions.pop("libaccordo_old", None)
+        samples: dict[str, dict[str, list[dict]]] = {app: {c: [] for c in conditions} for app, _, _ in apps}
+        rng = random.Random(7)
+        for round_index in range(args.rounds + 1):
+            for app, cwd, binary in apps:
+                order = list(conditions)
+                rng.shuffle(order)
+                for name in order:
+                    lib, extra = conditions[name]
+                    env = dict(os.environ)
+                    if lib is not None:
+                        env.update(
+                            CUDA_INJECTION64_PATH=str(libs[lib]), ACCORDO_OUTPUT=str(Path(tmp) / "t-%p.jsonl")
+                        )
+                        env.update(extra)
+                    sample = run_once([f"./{binary}"], cwd or Path(tmp), env)
+                    if round_index > 0:  # round 0 warms caches up
+                        samples[app][name].append(sample)
+    summary: dict = {}
+    lib_keys = ["spawn_to_load", "dlopen", "attrs", "register", "enable", "init_to_dtor", "flush", "finalize"]
+    lib_keys.append("dtor_to_reaped")
+    app_keys = ["app_spawn_to_main", "app_cuda_init", "app_alloc", "app_first_launch", "app_200_launches"]
+    app_keys += ["app_free", "app_exit"]
+    for app, per in samples.items():
+        plain_runs = [s["wall_ms"] for s in per["plain"]]
+        plain = statistics.median(plain_runs)
+        keys = lib_keys if app != "probe_app" else app_keys
+        print(f"\n{app}: plain {plain:.1f} ms; medians of {args.rounds} interleaved runs, ms")
+        print(f"{'condition':26} {'extra':>7} {'paired':>7} " + " ".join(f"{k[-10:]:>10}" for k in keys))
+        summary[app] = {}
+        for name, runs in per.items():
+            row: dict = {}
+            for key in ["wall_ms", *lib_keys, *app_keys]:
+                values = [s[key] for s in runs if key in s]
+                row[key] = round(statistics.median(values), 3) if values else None
+            row["extra_ms"] = round(row["wall_ms"] - plain, 3)
+            # each run against the plain run of its own round
+            row["paired_extra_ms"] = round(
+                statistics.median(s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)), 3
+            )
+            row["records"] = runs[0].get("records")
+            row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
+            row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
+            summary[app][name] = row
+            cells = " ".join(f"{row[k]:10.2f}" if row[k] is not None else f"{'-':>10}" for k in keys)
+            print(f"{name:26} {row['extra_ms']:+7.1f} {row['paired_extra_ms']:+7.1f} {cells}")
+            for message in row["messages"] + row["accordo_stats"][:1]:
+                print(f"    {message}")
+    args.out.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

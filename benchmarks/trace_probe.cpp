@@ -1,0 +1,154 @@
+// Probe injection library for benchmarks/trace_overhead.py: the steps of libaccordo's trace mode, each
+// switchable by environment variable and each timed with steady_clock (CLOCK_MONOTONIC on Linux, the
+// clock Python's time.monotonic_ns reads), so that the traced run's extra wall time can be split into
+// libcupti's load, CUPTI set-up, the application's own run and the exit.
+//
+// Built twice: with -DPROBE_NO_CUPTI (no libcupti at all: the injection mechanism alone; PROBE_DLOPEN=1
+// then dlopens libcupti.so and times that) and linked to libcupti.
+//   PROBE_STAGE     none | register | enable | full (default full: enable + flush at exit)
+//   PROBE_KIND      concurrent (default) | kernel
+//   PROBE_BUF       host activity buffer bytes (default 8 MiB); PROBE_CALLOC=1 allocates it zeroed
+//   PROBE_ZEROED    1 sets CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (CUPTI skips its memset)
+//   PROBE_DEVBUF    CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE; PROBE_PREALLOC ..._PRE_ALLOCATE_VALUE
+//   PROBE_FLUSH     forced (default) | zero | none
+//   PROBE_FINALIZE  1: after the flush, cuptiActivityDisable + cuptiFinalize
+// At exit (library destructor) prints one line "probe: {json}" on stderr with the timestamps in ns.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#ifndef PROBE_NO_CUPTI
+#include <cupti.h>
+#endif
+
+namespace {
+
+uint64_t now() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+const char* env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+struct Times {
+  uint64_t ctor = 0, init0 = 0, dlopen = 0, attrs = 0, reg = 0, enable = 0, init1 = 0;
+  uint64_t exit0 = 0, flush = 0, finalize = 0, exit1 = 0;
+  uint64_t records = 0, buffers = 0, errors = 0;
+} g_t;
+
+[[gnu::constructor]] void on_load() { g_t.ctor = now(); }
+
+#ifndef PROBE_NO_CUPTI
+size_t g_buf = size_t{8} << 20;
+bool g_calloc = false;
+
+void check(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  cuptiGetResultString(r, &text);
+  std::fprintf(stderr, "probe: %s failed: %s\n", what, text != nullptr ? text : "?");
+  ++g_t.errors;
+}
+
+void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(g_calloc ? std::calloc(1, g_buf) : std::aligned_alloc(8, g_buf));
+  *size = *buffer != nullptr ? g_buf : 0;
+  *max_records = 0;
+  ++g_t.buffers;
+}
+
+void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) ++g_t.records;
+  std::free(buffer);
+}
+
+void set_attr(CUpti_ActivityAttribute attr, const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return;
+  if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER) {
+    uint8_t value = static_cast<uint8_t>(std::atoi(v));
+    size_t size = sizeof(value);
+    check(cuptiActivitySetAttribute(attr, &size, &value), name);
+  } else {
+    size_t value = std::strtoull(v, nullptr, 10);
+    size_t size = sizeof(value);
+    check(cuptiActivitySetAttribute(attr, &size, &value), name);
+  }
+}
+
+void at_exit() {
+  g_t.exit0 = now();
+  const std::string flush = env("PROBE_FLUSH", "forced");
+  if (flush == "forced") check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush forced");
+  if (flush == "zero") check(cuptiActivityFlushAll(0), "flush 0");
+  g_t.flush = now();
+  if (std::string(env("PROBE_FINALIZE", "0")) == "1") {
+    const bool kernel = std::string(env("PROBE_KIND", "concurrent")) == "kernel";
+    check(cuptiActivityDisable(kernel ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+          "disable");
+    check(cuptiFinalize(), "finalize");
+  }
+  g_t.finalize = now();
+  g_t.exit1 = now();
+}
+#endif
+
+[[gnu::destructor]] void on_unload() {
+  const uint64_t dtor = now();
+  std::fprintf(stderr,
+               "probe: {\"ctor\":%llu,\"init0\":%llu,\"dlopen\":%llu,\"attrs\":%llu,\"reg\":%llu,\"enable\":%llu,"
+               "\"init1\":%llu,\"exit0\":%llu,\"flush\":%llu,\"finalize\":%llu,\"exit1\":%llu,\"dtor\":%llu,"
+               "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu}\n",
+               (unsigned long long)g_t.ctor, (unsigned long long)g_t.init0, (unsigned long long)g_t.dlopen,
+               (unsigned long long)g_t.attrs, (unsigned long long)g_t.reg, (unsigned long long)g_t.enable,
+               (unsigned long long)g_t.init1, (unsigned long long)g_t.exit0, (unsigned long long)g_t.flush,
+               (unsigned long long)g_t.finalize, (unsigned long long)g_t.exit1, (unsigned long long)dtor,
+               (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  g_t.init0 = now();
+#ifdef PROBE_NO_CUPTI
+  if (std::string(env("PROBE_DLOPEN", "0")) == "1") {
+    if (dlopen("libcupti.so", RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      std::fprintf(stderr, "probe: dlopen libcupti.so failed: %s\n", dlerror());
+      ++g_t.errors;
+    }
+  }
+  g_t.dlopen = now();
+  g_t.attrs = g_t.reg = g_t.enable = g_t.dlopen;
+#else
+  g_t.dlopen = g_t.init0;
+  const std::string stage = env("PROBE_STAGE", "full");
+  g_buf = std::strtoull(env("PROBE_BUF", "8388608"), nullptr, 10);
+  g_calloc = std::string(env("PROBE_CALLOC", "0")) == "1";
+  if (stage != "none") {
+    set_attr(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, "PROBE_ZEROED");
+    set_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, "PROBE_DEVBUF");
+    set_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, "PROBE_PREALLOC");
+  }
+  g_t.attrs = now();
+  if (stage != "none") check(cuptiActivityRegisterCallbacks(requested, completed), "register");
+  g_t.reg = now();
+  if (stage == "enable" || stage == "full") {
+    const bool kernel = std::string(env("PROBE_KIND", "concurrent")) == "kernel";
+    check(cuptiActivityEnable(kernel ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+          "enable");
+  }
+  g_t.enable = now();
+  if (stage == "full") std::atexit(at_exit);
+#endif
+  g_t.init1 = now();
+  return 1;
+}
