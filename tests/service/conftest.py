@@ -174,7 +174,7 @@ def worker_env(settings: ServiceSettings, name: str) -> dict[str, str]:
         "INTELLIPERF_DATABASE_URL": settings.resolved_database_url,
         "INTELLIPERF_HEARTBEAT_S": str(settings.heartbeat_s),
         "INTELLIPERF_WORKER_NAME": name,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
     }
     if settings.broker_url:

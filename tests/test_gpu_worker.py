@@ -1,0 +1,92 @@
+"""Issue 6 on the GPU machine: a real Celery worker runs a real example job on the GPU (build, CUPTI timing,
+Nsight Compute, the loop with its model a scripted server on 127.0.0.1, Accordo, the rewrite's speedup) and
+opens the pull request on a GitHub REST server on 127.0.0.1. The service, the broker (filesystem) and the
+database (SQLite) run beside it. With INTELLIPERF_TEST_ARTIFACTS set, the report and the pull request's
+payload are written there."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.loop_scenarios import fixed_source, known_fix
+from intelliperf.testing.fake_github import FakeGitHub
+from intelliperf.testing.scripted_llm import ScriptedLLM
+from service.settings import ServiceSettings
+from tests.service.conftest import ROOT, celery_worker, project_archive, serve
+
+pytestmark = pytest.mark.gpu
+
+LLM_KEY = "sk-gpu-worker-test-0123456789"
+GITHUB_TOKEN = "ghp_gpu_worker_test_0123456789abcd"
+SECRET_KEY = "gpu-worker-test-secret-key"
+EXAMPLE = ROOT / "examples" / "transpose_bank"
+
+
+def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Path) -> None:
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
+        admin_token="gpu-admin",
+        secret_key=SECRET_KEY,
+        heartbeat_s=1.0,
+        events_poll_s=0.1,
+    )
+    source, original, fixed = fixed_source("transpose_bank")
+    files: dict[str, str | bytes] = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    with (
+        FakeGitHub(token=GITHUB_TOKEN) as github,
+        ScriptedLLM([known_fix("transpose_bank")], key=LLM_KEY) as llm,
+        serve(settings) as live,
+    ):
+        repo = github.add_repository("acme/kernels", {source: original, "Makefile": files["Makefile"]})
+        base = repo.refs["refs/heads/main"]
+        spec = {
+            "repository": {"url": f"{github.root}/acme/kernels.git", "commit": base},
+            "applications": [{"command": "./bin/transpose 20"}],
+            "build_command": "make bin/transpose",
+            "formula": "bankConflict",
+            "num_attempts": 2,
+            "llm": {"model": "scripted", "api_base": llm.api_base, "max_retries": 0},
+            "pull_request": {"create_pr": True},
+        }
+        worker_env = {"INTELLIPERF_SECRET_KEY": SECRET_KEY, "INTELLIPERF_GITHUB_API_URL": github.api_url}
+        with (
+            celery_worker(settings, "gpu-worker", tmp_path / "worker.log", extra_env=worker_env),
+            live.client(token="gpu-admin") as client,
+        ):
+            response = client.post(
+                "/v1/jobs",
+                data={"spec": json.dumps(spec)},
+                files={"archive": ("project.tar.gz", project_archive(files), "application/gzip")},
+                headers={"X-IntelliPerf-LLM-Key": LLM_KEY, "X-IntelliPerf-GitHub-Token": GITHUB_TOKEN},
+            )
+            assert response.status_code == 201, response.text
+            job_id = response.json()["id"]
+            events = client.get(f"/v1/jobs/{job_id}/events", timeout=900).text
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            report = client.get(f"/v1/jobs/{job_id}/report").json()
+        [pull] = github.pulls("acme/kernels")
+        head_source = repo.files_at(pull["head"]["sha"])[source].decode()
+    artifacts = os.environ.get("INTELLIPERF_TEST_ARTIFACTS")
+    if artifacts:
+        folder = Path(artifacts)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "worker_job_report.json").write_text(json.dumps(report, indent=2))
+        payload = {k: pull[k] for k in ("title", "body", "html_url")} | {"head": pull["head"]["ref"]}
+        (folder / "worker_pull_request.json").write_text(
+            json.dumps(payload | {"files": {source: head_source}})
+        )
+        (folder / "worker_events.txt").write_text(events)
+    assert (job["status"], job["outcome"]) == ("succeeded", "success"), job["error"]
+    assert report["device"]["vendor"] == "nvidia" and report["best"]["speedup"]["verdict"] == "faster"
+    assert job["speedup"] > 1.2 and job["pr_url"] == pull["html_url"]
+    assert head_source == fixed and pull["title"].startswith("[IntelliPerf] transpose_tiled: ")
+    assert f"{job['speedup']:.2f}x" in pull["body"]
+    for stage in ("build", "timing", "counters", "diagnose", "pull_request"):
+        assert f'"stage": "{stage}"' in events
+    for text in (events, pull["body"], json.dumps(report), (tmp_path / "worker.log").read_text()):
+        assert LLM_KEY not in text and GITHUB_TOKEN not in text
