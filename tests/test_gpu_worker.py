@@ -24,6 +24,7 @@ LLM_KEY = "sk-gpu-worker-test-0123456789"
 GITHUB_TOKEN = "ghp_gpu_worker_test_0123456789abcd"
 SECRET_KEY = "gpu-worker-test-secret-key"
 EXAMPLE = ROOT / "examples" / "transpose_bank"
+ARTIFACTS = os.environ.get("INTELLIPERF_TEST_ARTIFACTS")  # read before the tests clear INTELLIPERF_*
 
 
 def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Path) -> None:
@@ -71,9 +72,8 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
             report = client.get(f"/v1/jobs/{job_id}/report").json()
         [pull] = github.pulls("acme/kernels")
         head_source = repo.files_at(pull["head"]["sha"])[source].decode()
-    artifacts = os.environ.get("INTELLIPERF_TEST_ARTIFACTS")
-    if artifacts:
-        folder = Path(artifacts)
+    if ARTIFACTS:
+        folder = Path(ARTIFACTS)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "worker_job_report.json").write_text(json.dumps(report, indent=2))
         payload = {k: pull[k] for k in ("title", "body", "html_url")} | {"head": pull["head"]["ref"]}
