@@ -1,6 +1,9 @@
 """Service benchmark (CPU machine): how fast does the API take and show jobs, and how soon does an idle worker
 start one? Against the production configuration: PostgreSQL and Redis on 127.0.0.1, the API served by
-uvicorn as its own process (``--factory service.api.app:create_app``), a real Celery worker process.
+uvicorn in its own processes (``python -m service.api.server --workers N``: ``service.api.app:create_app`` in
+N processes, each with its own SO_REUSEPORT socket, so the kernel spreads the clients' connections over
+them; ``uvicorn --workers N`` shares one socket and uvloop let one process take most of a burst of
+connections), a real Celery worker process.
 
 * saturation: ``--clients`` keep-alive connections, each sending its next request as soon as the last one
   answered (closed loop), ``--requests`` POST /v1/jobs in all (at most ``--duration-s``): submit_per_s.
@@ -122,16 +125,11 @@ def service_env(database_url: str, broker_url: str, data_dir: Path, **extra: str
     return env | extra
 
 
-def uvicorn_argv(port: int, workers: int) -> list[str]:
-    """How an operator serves the API: the app factory reads INTELLIPERF_* from the environment."""
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.api.app:create_app"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
-    argv += ["--no-access-log", "--log-level", "warning"]
-    for module, option in (("uvloop", "--loop"), ("httptools", "--http")):
-        with contextlib.suppress(ImportError):
-            __import__(module)
-            argv += [option, module]
-    return argv
+def server_argv(port: int, workers: int) -> list[str]:
+    """How an operator serves the API from several processes (uvicorn with uvloop and httptools when
+    installed); the app factory reads INTELLIPERF_* from the environment."""
+    argv = [sys.executable, "-m", "service.api.server", "--host", "127.0.0.1", "--port", str(port)]
+    return [*argv, "--workers", str(workers), "--no-access-log", "--log-level", "warning"]
 
 
 def _wait_http(port: int, path: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
@@ -172,7 +170,7 @@ def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[Server]
     port = free_port()
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            uvicorn_argv(port, workers), cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True
+            server_argv(port, workers), cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True
         )
     try:
         _wait_http(port, "/healthz", process, log, timeout=60)
@@ -584,7 +582,9 @@ def run(
         "machine": machine(),
         "database": database,
         "broker": broker,
-        "server": "uvicorn " + " ".join(uvicorn_argv(8000, server_workers)[3:]),
+        "server": " ".join(
+            ["python", *server_argv(8000, server_workers)[1:], "(uvicorn, uvloop, httptools)"]
+        ),
         "server_workers": server_workers,
         "load_generator": "one asyncio process, raw HTTP/1.1 keep-alive connections (benchmarks/service.py)",
         "auth": "stored API token scoped to one repository",
@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=20.0, help="longest phase")
     parser.add_argument("--dispatch-jobs", type=int, default=100)
     parser.add_argument("--dispatch-rate", type=float, default=5.0, help="dispatch jobs per second, at most")
-    parser.add_argument("--server-workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--server-workers", type=int, default=2, help="server processes")
     parser.add_argument("--redis-db", type=int, default=REDIS_DB, help="Redis database number (flushed)")
     parser.add_argument("--logs", type=Path, help="keep the server's and worker's logs here")
     args = parser.parse_args(argv)

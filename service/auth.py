@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from service.db.models import ApiToken, utcnow
@@ -27,6 +27,7 @@ __all__ = [
     "check_scope",
     "create_token",
     "hash_secret",
+    "identify",
     "list_tokens",
     "revoke_token",
     "validate_scope",
@@ -112,17 +113,36 @@ def revoke_token(session: Session, token_id: int) -> ApiToken:
 
 def authenticate(session: Session, secret: str, admin_secret: str | None) -> Principal | None:
     """The principal a bearer secret stands for, or None when it is unknown or revoked."""
+    return identify(session, secret, admin_secret)[0]
+
+
+_ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
+# built once (the statements are the same for every request; only the bound values differ)
+_FIND_TOKEN = select(ApiToken.id, ApiToken.name, ApiToken.repositories, ApiToken.last_used_at).where(
+    ApiToken.secret_hash == bindparam("secret_hash"), ApiToken.revoked_at.is_(None)
+)
+_TOUCH_TOKEN = (
+    update(ApiToken).where(ApiToken.id == bindparam("token_id")).values(last_used_at=bindparam("now"))
+)
+
+
+def identify(session: Session, secret: str, admin_secret: str | None) -> tuple[Principal | None, bool]:
+    """As ``authenticate``, and whether it wrote the token's last use (at most once a minute), so a
+    caller that goes on in the same transaction can commit that first. One query: the columns a
+    principal needs, of the token with this secret's hash that is not revoked."""
     if admin_secret and hmac.compare_digest(secret.encode(), admin_secret.encode()):
-        return Principal(token_id=None, name="admin", repositories=("*",))
+        return _ADMIN, False
     if not secret.startswith(TOKEN_PREFIX):
-        return None
-    token = session.scalar(select(ApiToken).where(ApiToken.secret_hash == hash_secret(secret)))
-    if token is None or token.revoked_at is not None:
-        return None
+        return None, False
+    row = session.connection().execute(_FIND_TOKEN, {"secret_hash": hash_secret(secret)}).first()
+    if row is None:
+        return None, False
+    token_id, name, repositories, last_used_at = row
     now = utcnow()
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        session.execute(update(ApiToken).where(ApiToken.id == token.id).values(last_used_at=now))
-    return Principal(token_id=token.id, name=token.name, repositories=tuple(token.repositories))
+    touched = last_used_at is None or now - last_used_at > LAST_USED_RESOLUTION
+    if touched:
+        session.connection().execute(_TOUCH_TOKEN, {"token_id": token_id, "now": now})
+    return Principal(token_id=token_id, name=name, repositories=tuple(repositories)), touched
 
 
 def check_scope(principal: Principal, repository: str | None) -> str | None:

@@ -7,26 +7,30 @@ queued job is sent again. Running jobs whose worker stopped heartbeating are re-
 failed with that reason (the reaper). Duplicated messages are harmless: a worker's claim is a
 conditional UPDATE that only one run wins.
 
-A submission wakes the dispatcher, which then only sends what is due: the jobs committed since its last
-pass, in one transaction, over one broker connection. Reaping and the broker's restart check run every
-``dispatch_sweep_s``, however busy the API is. Several API processes each run a dispatcher; on
+A submission wakes the dispatcher, which then only sends what is due: the jobs this process committed
+since its last pass, looked up by primary key (a query for every due job scans the queued ones, so it
+waits for the sweep), in one transaction, over one broker connection in one Redis pipeline. Reaping,
+the broker's restart check and the search for every due job run every ``dispatch_sweep_s``, however
+busy the API is. Several API processes each run a dispatcher; on
 PostgreSQL the due rows are locked (SKIP LOCKED), so each queued job is sent by one of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
-from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispatched
+from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispatched, unsent_among
 from service.queue import RUN_JOB, celery_priority
 from service.settings import ServiceSettings
 
@@ -36,6 +40,12 @@ log = logging.getLogger(__name__)
 
 MAX_RUNS = 2  # a job whose worker died is run once more, then failed
 COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one broker connection)
+
+
+def _batch(producer: Any) -> contextlib.AbstractContextManager[Any]:
+    """The producer's publish batch (kombu 5.7+; one pipeline on Redis), else publish one at a time."""
+    batch = getattr(producer, "batch", None)
+    return batch() if batch is not None else contextlib.nullcontext()
 
 
 class Dispatcher:
@@ -48,9 +58,18 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._broker_run_id: str | None = None
+        self._lock = threading.Lock()
+        self._pending: list[str] = []  # jobs this process committed, to send at the next pass
+        self._look_for_all = False
 
-    def notify(self) -> None:
-        """A job was committed: send it now rather than at the next sweep."""
+    def notify(self, job_id: str | None = None) -> None:
+        """A job was committed (``job_id``: this one): send it now rather than at the next sweep. Without
+        an id, the next pass looks for every due job."""
+        with self._lock:
+            if job_id is None:
+                self._look_for_all = True
+            else:
+                self._pending.append(job_id)
         self._wake.set()
 
     def start(self) -> None:
@@ -73,12 +92,23 @@ class Dispatcher:
             try:
                 if time.monotonic() - last_sweep >= self.settings.dispatch_sweep_s:
                     last_sweep = time.monotonic()
+                    self._take_pending()  # the sweep sends them with every other due job
                     self.sweep()
                 else:  # woken by a submission: send it, with those that follow within COALESCE_S
                     self._stop.wait(COALESCE_S)
-                    self.dispatch_due()
+                    pending, look_for_all = self._take_pending()
+                    if look_for_all:
+                        self.dispatch_due()
+                    elif pending:
+                        self.dispatch_jobs(pending)
             except Exception:
                 log.exception("dispatcher sweep failed; retrying at the next one")
+
+    def _take_pending(self) -> tuple[list[str], bool]:
+        with self._lock:
+            pending, self._pending = self._pending, []
+            look_for_all, self._look_for_all = self._look_for_all, False
+        return pending, look_for_all
 
     def sweep(self) -> int:
         """One pass: reap lost runs, notice a restarted broker, send what is due. Returns jobs sent."""
@@ -87,30 +117,50 @@ class Dispatcher:
         return self.dispatch_due()
 
     def dispatch_due(self) -> int:
-        sent: list[str] = []
+        """Send every due job: never sent, or sent longer than ``redispatch_after_s`` ago. On PostgreSQL
+        this scans the queued jobs, so it runs on the sweep (and when asked to look for all); a
+        submission's own job goes by ``dispatch_jobs``, a lookup by primary key."""
         now = utcnow()
         with self.db.session() as session:
             jobs = due_for_dispatch(session, now, timedelta(seconds=self.settings.redispatch_after_s))
-            if not jobs:
-                return 0
-            try:
-                with self.celery.producer_or_acquire() as producer:
-                    for job in jobs:
-                        self._publish(job, producer)
-                        sent.append(job.id)
-            except Exception as exc:
-                self.broker_error = f"{type(exc).__name__}: {exc}"
-                waiting = len(jobs) - len(sent)
-                log.warning("broker unavailable, %d job(s) wait in the database: %s", waiting, exc)
-            else:
-                self.broker_error = None
-            mark_dispatched(session, sent, now)
+            return self._send(session, jobs, now)
+
+    def dispatch_jobs(self, job_ids: list[str]) -> int:
+        """Send these jobs if they are still queued and were never sent (the sweep may have sent them)."""
+        now = utcnow()
+        with self.db.session() as session:
+            return self._send(session, unsent_among(session, job_ids), now)
+
+    def _send(self, session: Session, jobs: list[DueJob], now: datetime) -> int:
+        """Publish ``jobs`` (locked by the caller's query) and mark those sent, in the caller's session."""
+        if not jobs:
+            return 0
+        sent: list[str] = []
+        try:
+            # one Redis pipeline for the pass (kombu's publish batch), not a round trip and a new
+            # client per message; buffered messages go out when the batch ends
+            with self.celery.producer_or_acquire() as producer, _batch(producer):
+                for job in jobs:
+                    self._publish(job, producer)
+                    sent.append(job.id)
+        except Exception as exc:
+            self.broker_error = f"{type(exc).__name__}: {exc}"
+            # a batch that failed sent none of its messages, or some: count none sent, so the next sweep
+            # sends them all (a job sent twice is harmless; one marked sent that never reached the broker
+            # would wait redispatch_after_s)
+            sent = []
+            log.warning("broker unavailable, %d job(s) wait in the database: %s", len(jobs), exc)
+        else:
+            self.broker_error = None
+        mark_dispatched(session, sent, now)
         return len(sent)
 
     def _publish(self, job: DueJob, producer: Any = None) -> None:
         self.celery.send_task(
             RUN_JOB,
             args=[job.id],
+            argsrepr=f"[{job.id!r}]",  # what Celery's saferepr makes of the args, without its cost
+            kwargsrepr="{}",
             queue=job.queue,
             priority=celery_priority(job.priority),
             retry=True,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,7 @@ __all__ = [
     "repository_name",
     "request_cancel",
     "submit",
+    "unsent_among",
 ]
 
 _REPOSITORY = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<path>.+?)(?:\.git)?/?$")
@@ -65,8 +66,9 @@ def repository_name(url: str) -> str | None:
     return name if len(name) <= 200 else None
 
 
-def _spec_hash(spec: JobSpec, archive: bytes | None, priority: int) -> str:
-    digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+def _spec_hash(spec: JobSpec | dict[str, Any], archive: bytes | None, priority: int) -> str:
+    dumped = spec if isinstance(spec, dict) else spec.model_dump(mode="json")
+    digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode())
     digest.update(f"|priority={priority}|".encode())
     if archive is not None:
         digest.update(hashlib.sha256(archive).digest())
@@ -88,45 +90,69 @@ def submit(
     archive: bytes | None = None,
 ) -> tuple[Job, bool]:
     """Record a queued job; returns it and whether it is new (False: the key's earlier job)."""
-    spec_hash = _spec_hash(spec, archive, priority)
+    dumped = spec.model_dump(mode="json")
+    spec_hash = _spec_hash(dumped, archive, priority)
     scope = None
     if idempotency_key is not None:
         scope = f"{principal.token_id if principal.token_id is not None else 'admin'}:{idempotency_key}"
         existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
         if existing is not None:
             return _same_or_conflict(existing, spec_hash), False
-    job = Job(
-        id=uuid.uuid4().hex,
-        status="queued",
-        queue=spec.gpu.queue,
-        priority=priority,
-        repository=repository,
-        source="archive" if archive is not None else "git",
-        spec=spec.model_dump(mode="json"),
-        spec_hash=spec_hash,
-        idempotency_scope=scope,
-        token_id=principal.token_id,
-        created_at=utcnow(),
-        dispatch_count=0,
-        runs=0,
-        cancel_requested=False,
-    )
-    if scope is None:  # nothing unique to collide on: written with the rest at commit
-        session.add(job)
+    now = utcnow()
+    values: dict[str, Any] = {
+        "id": uuid.uuid4().hex,
+        "status": "queued",
+        "queue": spec.gpu.queue,
+        "priority": priority,
+        "repository": repository,
+        "source": "archive" if archive is not None else "git",
+        "spec": dumped,
+        "spec_hash": spec_hash,
+        "idempotency_scope": scope,
+        "token_id": principal.token_id,
+        "created_at": now,
+        "dispatched_at": None,
+        "dispatch_count": 0,
+        "started_at": None,
+        "finished_at": None,
+        "worker": None,
+        "runs": 0,
+        "cancel_requested": False,
+        "outcome": None,
+        "error": None,
+        "speedup": None,
+        "report": None,
+        "diff": None,
+        "summary": None,
+        "pr_url": None,
+    }
+    # Core inserts (no unit of work): the rows are written now, in the caller's transaction
+    connection = session.connection()
+    if scope is None:  # nothing unique to collide on
+        connection.execute(_INSERT_JOB, values)
     else:
         try:
             with session.begin_nested():  # a concurrent submission with the same key may win
-                session.add(job)
-                session.flush()
+                connection.execute(_INSERT_JOB, values)
         except IntegrityError:
             existing = session.scalar(select(Job).where(Job.idempotency_scope == scope))
             if existing is None:
                 raise
             return _same_or_conflict(existing, spec_hash), False
     if archive is not None:
-        session.add(JobArchive(job_id=job.id, data=archive))
-    add_event(session, job.id, "state", f"queued on {job.queue}", stage="queued")
-    return job, True
+        connection.execute(_INSERT_ARCHIVE, {"job_id": values["id"], "data": archive})
+    message = f"queued on {values['queue']}"
+    connection.execute(
+        _INSERT_EVENT,
+        {"job_id": values["id"], "created_at": now, "kind": "state", "stage": "queued", "message": message},
+    )
+    # the job as it was written, detached (no query to read it back)
+    return Job(**values), True
+
+
+_INSERT_JOB = insert(Job.__table__)
+_INSERT_ARCHIVE = insert(JobArchive.__table__)
+_INSERT_EVENT = insert(JobEvent.__table__)
 
 
 def _same_or_conflict(existing: Job, spec_hash: str) -> Job:
@@ -284,6 +310,25 @@ def due_for_dispatch(
         )
         .order_by(Job.priority.desc(), Job.created_at)
         .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return [DueJob(*row) for row in session.execute(query)]
+
+
+def unsent_among(session: Session, job_ids: list[str]) -> list[DueJob]:
+    """Of these jobs, those still queued and never sent, by primary key, in due_for_dispatch's order and
+    locked as it locks them (another dispatcher, or a sweep, skips them)."""
+    if not job_ids:
+        return []
+    query = (
+        select(Job.id, Job.queue, Job.priority)
+        .where(
+            Job.id.in_(job_ids),
+            Job.status == "queued",
+            Job.cancel_requested.is_(False),
+            Job.dispatched_at.is_(None),
+        )
+        .order_by(Job.priority.desc(), Job.created_at)
         .with_for_update(skip_locked=True)
     )
     return [DueJob(*row) for row in session.execute(query)]

@@ -10,12 +10,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from intelliperf.contract import JobSpec
-from service.api.deps import CurrentPrincipal, get_db, get_settings
+from service.api.deps import (
+    BearerSecret,
+    CurrentPrincipal,
+    authorized,
+    get_db,
+    get_settings,
+    principal_or_401,
+)
 from service.api.schemas import JobDetail, JobList, JobSummary
 from service.archive import ArchiveError, ArchiveLimits, extract_project
 from service.auth import Principal, check_scope
@@ -126,6 +134,7 @@ def _check_archive(data: bytes, settings: ServiceSettings) -> None:
 
 
 def _record(
+    session: Session,
     request: Request,
     spec: JobSpec,
     archive: bytes | None,
@@ -151,22 +160,67 @@ def _record(
     refusal = check_scope(principal, repository)
     if refusal:
         raise HTTPException(status.HTTP_403_FORBIDDEN, refusal)
+    try:
+        job, created = submit(
+            session,
+            spec,
+            principal=principal,
+            repository=repository,
+            priority=priority,
+            idempotency_key=idempotency_key,
+            archive=archive,
+        )
+    except IdempotencyConflict as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    if created and secrets:
+        store_secrets(session, job.id, secrets, _secret_box(get_settings(request)))
+    return JobDetail.of(job, spec if created else None), created
+
+
+def _record_upload(
+    request: Request,
+    spec: JobSpec,
+    archive: bytes,
+    principal: Principal,
+    priority: int,
+    idempotency_key: str | None,
+    secrets: dict[str, str],
+) -> tuple[JobDetail, bool]:
     with get_db(request).session() as session:
-        try:
-            job, created = submit(
-                session,
-                spec,
-                principal=principal,
-                repository=repository,
-                priority=priority,
-                idempotency_key=idempotency_key,
-                archive=archive,
+        return _record(session, request, spec, archive, principal, priority, idempotency_key, secrets)
+
+
+def _record_json(
+    request: Request,
+    secret: str,
+    refusal: HTTPException | None,
+    spec: JobSpec | None,
+    priority: int,
+    idempotency_key: str | None,
+    secrets: dict[str, str],
+) -> tuple[JobDetail, bool]:
+    """Authenticate and record in one session: the token is checked first, then what the request was
+    refused for while it was read (in the order the checks ran before: secrets, size, spec)."""
+    with authorized(request, secret) as (session, principal):
+        if refusal is not None:
+            raise refusal
+        assert spec is not None
+        return _record(session, request, spec, None, principal, priority, idempotency_key, secrets)
+
+
+async def _read_spec_body(request: Request) -> bytes:
+    """The body, refused once it exceeds MAX_SPEC_BYTES (so no more than that is held for a caller whose
+    token is checked only afterwards)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_SPEC_BYTES:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE, f"the job spec exceeds {MAX_SPEC_BYTES} bytes"
             )
-        except IdempotencyConflict as exc:
-            raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
-        if created and secrets:
-            store_secrets(session, job.id, secrets, _secret_box(get_settings(request)))
-        return JobDetail.of(job), created
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _secret_box(settings: ServiceSettings) -> SecretBox:
@@ -213,7 +267,7 @@ def _secrets(settings: ServiceSettings, github_token: str | None, llm_key: str |
 )
 async def submit_job(
     request: Request,
-    principal: CurrentPrincipal,
+    secret: BearerSecret,
     priority: Annotated[int, Query(ge=0, le=9, description="0 (lowest) to 9 (highest)")] = 5,
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
@@ -227,28 +281,36 @@ async def submit_job(
     ] = None,
 ) -> JSONResponse:
     settings = get_settings(request)
-    secrets = _secrets(settings, x_intelliperf_github_token, x_intelliperf_llm_key)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    archive: bytes | None = None
     if content_type == "application/json":
-        body = await request.body()
-        if len(body) > MAX_SPEC_BYTES:
-            raise HTTPException(
-                status.HTTP_413_CONTENT_TOO_LARGE, f"the job spec exceeds {MAX_SPEC_BYTES} bytes"
-            )
-        spec = _parse_spec(body, "body")
-    elif content_type == "multipart/form-data":
-        spec, archive = await _read_upload(request, settings)
-    else:
-        raise HTTPException(
-            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            "send the job spec as application/json, or multipart/form-data with 'spec' and 'archive'",
+        # the common case in one threadpool hop and one transaction: read and parse on the event loop,
+        # then authenticate and record together (a refusal waits until the token has been checked)
+        refusal: HTTPException | None = None
+        spec: JobSpec | None = None
+        secrets: dict[str, str] = {}
+        try:
+            secrets = _secrets(settings, x_intelliperf_github_token, x_intelliperf_llm_key)
+            spec = _parse_spec(await _read_spec_body(request), "body")
+        except HTTPException as exc:
+            refusal = exc
+        detail, created = await run_in_threadpool(
+            _record_json, request, secret, refusal, spec, priority, idempotency_key, secrets
         )
-    detail, created = await run_in_threadpool(
-        _record, request, spec, archive, principal, priority, idempotency_key, secrets
-    )
+    else:
+        # an upload is read, and its archive extracted, only for a caller whose token is known
+        principal = await run_in_threadpool(principal_or_401, request, secret)
+        secrets = _secrets(settings, x_intelliperf_github_token, x_intelliperf_llm_key)
+        if content_type != "multipart/form-data":
+            raise HTTPException(
+                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                "send the job spec as application/json, or multipart/form-data with 'spec' and 'archive'",
+            )
+        upload, archive = await _read_upload(request, settings)
+        detail, created = await run_in_threadpool(
+            _record_upload, request, upload, archive, principal, priority, idempotency_key, secrets
+        )
     if created:
-        request.app.state.dispatcher.notify()
+        request.app.state.dispatcher.notify(detail.id)
     return JSONResponse(
         detail.model_dump(mode="json"),
         status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -259,38 +321,48 @@ async def submit_job(
 @router.get("", response_model=JobList, summary="List jobs, newest first")
 def list_all(
     request: Request,
-    principal: CurrentPrincipal,
+    secret: BearerSecret,
     status_: Annotated[str | None, Query(alias="status", pattern="^(" + "|".join(JOB_STATES) + ")$")] = None,
     repository: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     queue: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-) -> JobList:
-    with get_db(request).session() as session:
+) -> Response:
+    with authorized(request, secret) as (session, principal):
         page = list_jobs(
             session, principal, status=status_, repository=repository, queue=queue, limit=limit, offset=offset
         )
-        return JobList(
-            items=[JobSummary.of(j) for j in page.jobs], total=page.total, limit=limit, offset=offset
-        )
+    jobs = JobList(items=[JobSummary.of(j) for j in page.jobs], total=page.total, limit=limit, offset=offset)
+    return _json(jobs)
+
+
+def _json(model: JobList | JobDetail) -> Response:
+    """What FastAPI makes of a route's response model (pydantic's JSON), without validating it again."""
+    return Response(model.model_dump_json(), media_type="application/json")
 
 
 _NOT_FOUND = {404: {"description": "No such job (or not visible to this token)"}}
 
 
 def _job_or_404(request: Request, principal: Principal, job_id: str) -> Job:
-    job = None
-    if JOB_ID.fullmatch(job_id):  # anything else is no job's id (and may be text a database refuses)
-        with get_db(request).session() as session:
-            job = get_job(session, job_id, principal)
+    if not JOB_ID.fullmatch(job_id):  # no job's id (and may be text a database refuses)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")
+    with get_db(request).session() as session:
+        return _visible_job_or_404(session, principal, job_id)
+
+
+def _visible_job_or_404(session: Session, principal: Principal, job_id: str) -> Job:
+    job = get_job(session, job_id, principal) if JOB_ID.fullmatch(job_id) else None
     if job is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")
     return job
 
 
 @router.get("/{job_id}", response_model=JobDetail, responses=_NOT_FOUND, summary="One job")
-def read_job(request: Request, principal: CurrentPrincipal, job_id: str) -> JobDetail:
-    return JobDetail.of(_job_or_404(request, principal, job_id))
+def read_job(request: Request, secret: BearerSecret, job_id: str) -> Response:
+    with authorized(request, secret) as (session, principal):
+        job = _visible_job_or_404(session, principal, job_id)
+    return _json(JobDetail.of(job))
 
 
 @router.get(

@@ -44,15 +44,19 @@ class JobSummary(BaseModel):
 
     @classmethod
     def of(cls, job: Job) -> JobSummary:
-        base = f"/v1/jobs/{job.id}"
-        links = JobLinks(
-            self=base,
-            events=f"{base}/events",
-            report=f"{base}/report",
-            diff=f"{base}/diff",
-            cancel=f"{base}/cancel",
-        )
-        return cls.model_validate({**{k: getattr(job, k) for k in _SUMMARY_FIELDS}, "links": links})
+        return cls.model_validate(_summary_fields(job))
+
+
+def _summary_fields(job: Job) -> dict[str, object]:
+    base = f"/v1/jobs/{job.id}"
+    links = {
+        "self": base,
+        "events": f"{base}/events",
+        "report": f"{base}/report",
+        "diff": f"{base}/diff",
+        "cancel": f"{base}/cancel",
+    }
+    return {**{k: getattr(job, k) for k in _SUMMARY_FIELDS}, "links": links}
 
 
 _SUMMARY_FIELDS = [name for name in JobSummary.model_fields if name != "links"]
@@ -63,9 +67,11 @@ class JobDetail(JobSummary):
     summary: str | None = Field(description="The Markdown summary (the pull request's body), once finished")
 
     @classmethod
-    def of(cls, job: Job) -> JobDetail:
-        fields = JobSummary.of(job).model_dump()
-        return cls.model_validate({**fields, "spec": job.spec, "summary": job.summary})
+    def of(cls, job: Job, spec: JobSpec | None = None) -> JobDetail:
+        """One validation; ``spec``: the job's spec already validated (it is what ``job.spec`` holds)."""
+        fields = _summary_fields(job)
+        given = job.spec if spec is None else spec
+        return cls.model_validate({**fields, "spec": given, "summary": job.summary})
 
 
 class JobList(BaseModel):
