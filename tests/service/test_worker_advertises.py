@@ -44,5 +44,5 @@ def test_a_worker_advertises_its_gpu_and_the_queues_it_consumes(
         "NVIDIA H200",
         "sm_90",
         143771 * 2**20,
-        ["gpu.nvidia.any", "gpu.nvidia.sm90"],
+        ["gpu.nvidia.sm90"],
     )
