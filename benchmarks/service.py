@@ -12,7 +12,9 @@ connections), a real Celery worker process.
   request is; they are kept as ``*_saturated_*``.
 * latency: the same clients at a fixed offered load (``--rate`` requests/s in all, each client on its own
   schedule, open loop): p50/p99 of POST and of GET. A request's latency counts from the moment it was due,
-  not from when it was sent, so a stalled server is not hidden (no coordinated omission).
+  not from when it was sent, so a stalled server is not hidden (no coordinated omission). The POST and GET
+  phases alternate ``--latency-trials`` times and the percentiles are over every request of every trial
+  (one stall in any trial counts); each trial's own p50/p99 is kept under ``phases``.
 * dispatch: an idle Celery worker (``-P solo`` on the ``gpu.nvidia.any`` queue, started with the server but
   sent nothing before this phase: the load phases' jobs ask for ``sm_90`` and wait on another queue);
   ``--dispatch-jobs`` jobs submitted one at a time, each after the previous one finished and at most
@@ -41,7 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,6 +50,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from intelliperf.testing.databases import flushed_redis_database, fresh_postgres_database  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_BENCH_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")
@@ -75,35 +78,15 @@ _ID = re.compile(rb'"id":"([0-9a-f]{32})"')
 # The parts: a fresh PostgreSQL database, a flushed Redis database, uvicorn, a Celery worker
 
 
-@contextlib.contextmanager
-def postgres_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+def postgres_database(admin_url: str = PG_ADMIN_URL) -> contextlib.AbstractContextManager[str]:
     """A fresh database, dropped afterwards; yields its URL."""
-    from sqlalchemy import create_engine, text
-
-    name = f"intelliperf_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    return fresh_postgres_database(admin_url, prefix="intelliperf_bench")
 
 
-@contextlib.contextmanager
-def redis_database(base_url: str = REDIS_URL, number: int = REDIS_DB) -> Iterator[str]:
-    import redis
-
-    url = f"{base_url}/{number}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+def redis_database(
+    base_url: str = REDIS_URL, number: int = REDIS_DB
+) -> contextlib.AbstractContextManager[str]:
+    return flushed_redis_database(base_url, number)
 
 
 def free_port() -> int:
@@ -282,6 +265,8 @@ class Connection:
 
 @dataclass
 class LoadResult:
+    """One phase's requests; ``pooled`` joins the trials of a phase into one."""
+
     requests: int = 0
     errors: int = 0
     statuses: dict[int, int] = field(default_factory=dict)
@@ -299,6 +284,29 @@ class LoadResult:
 
     def percentile(self, q: float) -> float | None:
         return percentile(self.latencies_ms, q)
+
+    @staticmethod
+    def pooled(trials: list[LoadResult]) -> LoadResult:
+        def total(values: list[float | None]) -> float | None:
+            return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+        busy = [t.cpu_busy for t in trials if t.cpu_busy is not None]
+        statuses: dict[int, int] = {}
+        for trial in trials:
+            for code, count in trial.statuses.items():
+                statuses[code] = statuses.get(code, 0) + count
+        return LoadResult(
+            requests=sum(t.requests for t in trials),
+            errors=sum(t.errors for t in trials),
+            statuses=statuses,
+            latencies_ms=[ms for t in trials for ms in t.latencies_ms],
+            elapsed_s=sum(t.elapsed_s for t in trials),
+            client_cpu_s=sum(t.client_cpu_s for t in trials),
+            server_cpu_s=total([t.server_cpu_s for t in trials]),
+            postgres_cpu_s=total([t.postgres_cpu_s for t in trials]),
+            cpu_busy=round(sum(busy) / len(busy), 3) if busy else None,
+            ids=[i for t in trials for i in t.ids],
+        )
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -542,6 +550,7 @@ def run(
     server_workers: int,
     log_dir: Path,
     redis_db: int = REDIS_DB,
+    latency_trials: int = 3,
 ) -> dict[str, object]:
     from service.db.migrate import upgrade
 
@@ -562,12 +571,18 @@ def run(
             )
             ids = post_sat.ids or warm.ids
             get_sat = load(server, get_requests(token, ids, requests), clients, duration_s=duration_s)
-            post_rate = load(
-                server, post_requests(token, requests), clients, rate=rate, duration_s=duration_s, expect=201
-            )
-            get_rate = load(
-                server, get_requests(token, ids, requests), clients, rate=rate, duration_s=duration_s
-            )
+            post_trials, get_trials = [], []
+            for _ in range(latency_trials):
+                post_trials.append(
+                    load(server, post_requests(token, requests), clients, rate=rate, duration_s=duration_s,
+                         expect=201)
+                )  # fmt: skip
+                get_trials.append(
+                    load(
+                        server, get_requests(token, ids, requests), clients, rate=rate, duration_s=duration_s
+                    )
+                )
+            post_rate, get_rate = LoadResult.pooled(post_trials), LoadResult.pooled(get_trials)
             # the worker consumes only gpu.nvidia.any; the load phases' jobs wait on gpu.nvidia.sm90
             wait_for_worker(worker, "bench-worker", database_url, log_dir / "worker.log")
             dispatch = dispatch_latency(server.port, token, database_url, dispatch_jobs, dispatch_rate)
@@ -578,6 +593,7 @@ def run(
         "post_at_rate": post_rate,
         "get_at_rate": get_rate,
     }
+    trials = {"post_at_rate": post_trials, "get_at_rate": get_trials}
     result: dict[str, object] = {
         "machine": machine(),
         "database": database,
@@ -591,6 +607,7 @@ def run(
         "clients": clients,
         "requests": requests,
         "rate_per_s": rate,
+        "latency_trials": latency_trials,
         "submit_per_s": round(post_sat.per_s, 1),
         "get_per_s": round(get_sat.per_s, 1),
         "post_p50_ms": _round(post_rate.percentile(50)),
@@ -619,6 +636,16 @@ def run(
                 "postgres_cpu_ms_per_request": _per_request(p.postgres_cpu_s, p.requests),
                 "machine_cpu_busy": p.cpu_busy,
             }
+            | (
+                {
+                    "trials": [
+                        {"p50_ms": _round(t.percentile(50)), "p99_ms": _round(t.percentile(99))}
+                        for t in trials[name]
+                    ]
+                }
+                if name in trials
+                else {}
+            )
             for name, p in phases.items()
         },
         "targets": {"p99_ms": 50, "submit_per_s": 300, "dispatch_p99_ms": 500},
@@ -668,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-workers", type=int, default=2, help="server processes")
     parser.add_argument("--redis-db", type=int, default=REDIS_DB, help="Redis database number (flushed)")
     parser.add_argument("--logs", type=Path, help="keep the server's and worker's logs here")
+    parser.add_argument(
+        "--latency-trials", type=int, default=3, help="POST and GET latency phases, alternating, pooled"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="intelliperf-bench-") as scratch:
         log_dir = args.logs or Path(scratch)
@@ -682,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
             server_workers=args.server_workers,
             log_dir=log_dir,
             redis_db=args.redis_db,
+            latency_trials=args.latency_trials,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

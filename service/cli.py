@@ -189,6 +189,7 @@ def serve(
     import uvicorn
 
     from service.api.app import create_app
+    from service.api.server import freeze_startup_heap
     from service.settings import get_service_settings
 
     settings = get_service_settings()
@@ -200,6 +201,7 @@ def serve(
     get_service_settings.cache_clear()
     settings = get_service_settings()
     app = create_app(settings)
+    freeze_startup_heap()
     workers: list[subprocess.Popen[bytes]] = []
     if with_worker:
         root = str(Path(__file__).resolve().parent.parent)

@@ -13,13 +13,15 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
 
 from service.db.models import FINISHED, Job
 from service.db.session import Database
 from service.jobs import events_after
 
-__all__ = ["KEEPALIVE_S", "event_stream"]
+__all__ = ["KEEPALIVE_S", "event_stream", "event_stream_response"]
 
 KEEPALIVE_S = 15.0
 
@@ -71,3 +73,30 @@ async def event_stream(
         if quiet >= KEEPALIVE_S:
             quiet = 0.0
             yield ": keep-alive\n\n"
+
+
+def event_stream_response(
+    request: Request,
+    db: Database,
+    job_id: str,
+    *,
+    after: int,
+    last_event_id: str | None,
+    follow: bool,
+    poll_s: float,
+) -> StreamingResponse:
+    """The HTTP response of a job's event stream (API and dashboard alike): it resumes after the later of
+    ``after`` and the client's Last-Event-ID, and stops when the client goes away."""
+    frames = event_stream(
+        db,
+        job_id,
+        after=max(after, int(last_event_id) if last_event_id else 0),
+        follow=follow,
+        poll_s=poll_s,
+        disconnected=request.is_disconnected,
+    )
+    return StreamingResponse(
+        frames,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

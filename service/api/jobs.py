@@ -28,7 +28,7 @@ from service.api.schemas import JobDetail, JobList, JobSummary
 from service.archive import ArchiveError, ArchiveLimits, extract_project
 from service.auth import Principal, check_scope
 from service.db.models import FINISHED, JOB_STATES, Job
-from service.events import event_stream
+from service.events import event_stream_response
 from service.jobs import (
     IdempotencyConflict,
     get_job,
@@ -426,17 +426,12 @@ async def stream_events(
     last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
 ) -> StreamingResponse:
     await run_in_threadpool(_job_or_404, request, principal, job_id)
-    start = max(after, int(last_event_id) if last_event_id else 0)
-    frames = event_stream(
+    return event_stream_response(
+        request,
         get_db(request),
         job_id,
-        after=start,
+        after=after,
+        last_event_id=last_event_id,
         follow=follow,
         poll_s=get_settings(request).events_poll_s,
-        disconnected=request.is_disconnected,
-    )
-    return StreamingResponse(
-        frames,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -9,12 +9,18 @@ binds its own socket with ``SO_REUSEPORT`` and the kernel spreads new connection
 
 The app is ``service.api.app:create_app`` (settings from INTELLIPERF_*). The parent only supervises: it
 stops the others when one exits, and stops them all on SIGTERM or SIGINT.
+
+Each process freezes its start-up heap (``freeze_startup_heap``) before it serves: the modules, routes and
+schemas of a loaded app are some 170,000 objects that CPython's full (generation 2) collection walks every
+time; on the 2-core benchmark machine each walk stopped the process for 80 to 170 ms, and those pauses were
+the POST p99. Frozen objects are never walked; what requests allocate still is.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import multiprocessing
 import signal
 import socket
@@ -22,9 +28,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["bind", "main", "serve"]
-
-APP = "service.api.app:create_app"
+__all__ = ["bind", "freeze_startup_heap", "main", "serve"]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -38,7 +42,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _uvicorn_options(log_level: str, access_log: bool) -> dict[str, Any]:
-    options: dict[str, Any] = {"factory": True, "log_level": log_level, "access_log": access_log}
+    options: dict[str, Any] = {"log_level": log_level, "access_log": access_log}
     for module, option in (("uvloop", "loop"), ("httptools", "http")):
         with contextlib.suppress(ImportError):
             __import__(module)
@@ -46,11 +50,24 @@ def _uvicorn_options(log_level: str, access_log: bool) -> dict[str, Any]:
     return options
 
 
+def freeze_startup_heap() -> int:
+    """Collect what start-up left behind, then move every surviving object to the permanent generation,
+    out of reach of later collections (they live as long as the process anyway). Returns the number of
+    objects frozen. Call it once per server process, after the app is built and before it serves."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def _run(host: str, port: int, options: dict[str, Any]) -> None:
     import uvicorn
 
+    from service.api.app import create_app
+
     sock = bind(host, port)
-    uvicorn.Server(uvicorn.Config(APP, host=host, port=port, **options)).run(sockets=[sock])
+    app = create_app()
+    freeze_startup_heap()
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options)).run(sockets=[sock])
 
 
 def serve(host: str, port: int, workers: int, *, log_level: str = "info", access_log: bool = True) -> int:

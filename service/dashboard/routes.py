@@ -29,7 +29,7 @@ from service.dashboard.session import (
 )
 from service.dashboard.views import job_view, overview
 from service.db.models import Job
-from service.events import event_stream
+from service.events import event_stream_response
 from service.jobs import get_job
 
 __all__ = ["router"]
@@ -116,18 +116,14 @@ async def job_events(
 ) -> StreamingResponse:
     """The job's events as server-sent events, from the stream the API serves."""
     await run_in_threadpool(_job, request, principal, job_id)
-    frames = event_stream(
+    return event_stream_response(
+        request,
         get_db(request),
         job_id,
-        after=max(after, int(last_event_id) if last_event_id else 0),
+        after=after,
+        last_event_id=last_event_id,
         follow=True,
         poll_s=get_settings(request).events_poll_s,
-        disconnected=request.is_disconnected,
-    )
-    return StreamingResponse(
-        frames,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 

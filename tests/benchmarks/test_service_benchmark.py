@@ -41,7 +41,31 @@ def test_percentile_is_linear_between_ranks() -> None:
     assert bench.percentile(list(map(float, range(101))), 99) == 99.0
 
 
-@pytest.mark.timeout(60)
+def test_trials_pool_into_one_phase_whose_percentiles_see_every_stall() -> None:
+    calm = bench.LoadResult(
+        requests=100,
+        statuses={201: 100},
+        latencies_ms=[2.0] * 100,
+        elapsed_s=1.0,
+        client_cpu_s=0.1,
+        server_cpu_s=0.2,
+        postgres_cpu_s=0.05,
+        cpu_busy=0.4,
+        ids=["a"],
+    )
+    stalled = bench.LoadResult(requests=100, errors=1, statuses={201: 99, 500: 1},
+                               latencies_ms=[2.0] * 97 + [300.0] * 3, elapsed_s=1.0, client_cpu_s=0.1,
+                               server_cpu_s=0.3, postgres_cpu_s=None, cpu_busy=0.6, ids=["b"])  # fmt: skip
+    pooled = bench.LoadResult.pooled([calm, stalled])
+    assert (pooled.requests, pooled.errors, pooled.statuses) == (200, 1, {201: 199, 500: 1})
+    assert pooled.elapsed_s == 2.0 and pooled.ids == ["a", "b"]
+    assert pooled.server_cpu_s == pytest.approx(0.5) and pooled.cpu_busy == 0.5
+    assert pooled.postgres_cpu_s is None  # one trial could not measure it: no partial sum
+    assert calm.percentile(99) == 2.0 and pooled.percentile(99) == pytest.approx(300.0)
+    assert pooled.per_s == pytest.approx(199 / 2.0)
+
+
+@pytest.mark.timeout(90)
 def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     if not (_listening(5432) and _listening(6379)):
         pytest.fail(
@@ -50,14 +74,19 @@ def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     out = tmp_path / "service.json"
     argv = ["--out", str(out), "--clients", "5", "--requests", "20", "--rate", "100", "--duration-s", "5"]
     argv += ["--dispatch-jobs", "3", "--dispatch-rate", "20", "--server-workers", "1", "--redis-db", "13"]
+    argv += ["--latency-trials", "2"]
     assert bench.main([*argv, "--logs", str(tmp_path / "logs")]) == 0
     result = json.loads(out.read_text())
     assert result.keys() >= KEYS
     assert result["clients"] == 5 and result["server_workers"] == 1
     assert result["errors"] == 0, result["phases"]
     assert result["submit_per_s"] > 0
-    for phase in result["phases"].values():
-        assert phase["requests"] == 20 and phase["p99_ms"] >= phase["p50_ms"] > 0
+    phases = result["phases"]
+    for name in ("post_saturated", "get_saturated"):
+        assert phases[name]["requests"] == 20 and phases[name]["p99_ms"] >= phases[name]["p50_ms"] > 0
+    for name in ("post_at_rate", "get_at_rate"):  # two trials of 20, pooled
+        assert phases[name]["requests"] == 40 and phases[name]["p99_ms"] >= phases[name]["p50_ms"] > 0
+        assert [t["p99_ms"] > 0 for t in phases[name]["trials"]] == [True, True]
     assert result["dispatch_jobs"] == result["dispatch_started"] == 3
     assert 0 < result["dispatch_p50_ms"] <= result["dispatch_p99_ms"]
     # the worker ran each job: its clone of a refused repository failed

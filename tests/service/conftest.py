@@ -16,7 +16,6 @@ import sys
 import tarfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import httpx
 import pytest
 import uvicorn
 
+from intelliperf.testing.databases import flushed_redis_database, fresh_postgres_database
 from service.api.app import create_app
 from service.db.migrate import upgrade
 from service.db.session import Database
@@ -45,20 +45,10 @@ def _port_open(host: str, port: int) -> bool:
 @contextlib.contextmanager
 def postgres_database() -> Iterator[str]:
     """A fresh PostgreSQL database, dropped afterwards."""
-    from sqlalchemy import create_engine, text
-
     if not _port_open("127.0.0.1", 5432):
         pytest.fail("PostgreSQL is not listening on 127.0.0.1:5432 (.ci/run starts it)")
-    name = f"intelliperf_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database(PG_ADMIN_URL) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -77,20 +67,14 @@ _redis_slots = iter(range(1, 16))
 @pytest.fixture
 def redis_url() -> Iterator[str]:
     """A flushed Redis database number of its own."""
-    import redis
-
     if not _port_open("127.0.0.1", 6379):
         pytest.fail("Redis is not listening on 127.0.0.1:6379 (.ci/run starts it)")
     slot = next(_redis_slots, None)
     if slot is None:  # more tests than slots: start again (each flushes first)
         globals()["_redis_slots"] = iter(range(1, 16))
         slot = next(_redis_slots)
-    url = f"{REDIS_URL}/{slot}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    with flushed_redis_database(REDIS_URL, slot) as url:
+        yield url
 
 
 @pytest.fixture
