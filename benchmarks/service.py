@@ -14,7 +14,11 @@ connections), a real Celery worker process.
   schedule, open loop): p50/p99 of POST and of GET. A request's latency counts from the moment it was due,
   not from when it was sent, so a stalled server is not hidden (no coordinated omission). The POST and GET
   phases alternate ``--latency-trials`` times and the percentiles are over every request of every trial
-  (one stall in any trial counts); each trial's own p50/p99 is kept under ``phases``.
+  (one stall in any trial counts); each trial's own p50/p99 and server and PostgreSQL CPU per request are
+  kept under ``phases``. PostgreSQL's work per submission is the same in every trial, so its CPU time per
+  request says how fast the machine ran during that trial.
+* machine_cpu_speed: before the benchmark, one process per core counts fixed loops per half second for
+  ``--speed-probe-s`` seconds; ``fastest_over_slowest`` is how much the machine's speed varied on its own.
 * dispatch: an idle Celery worker (``-P solo`` on the ``gpu.nvidia.any`` queue, started with the server but
   sent nothing before this phase: the load phases' jobs ask for ``sm_90`` and wait on another queue);
   ``--dispatch-jobs`` jobs submitted one at a time, each after the previous one finished and at most
@@ -47,6 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -523,6 +528,45 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {model}, {platform.system()} {platform.release()}"
 
 
+def _spin_chunks(seconds: float, chunk_s: float, out: Any) -> None:
+    counts = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        started, loops = time.perf_counter(), 0
+        while time.perf_counter() - started < chunk_s:
+            for _ in range(10_000):
+                pass
+            loops += 1
+        counts.append(loops)
+    out.put(counts)
+
+
+def cpu_speed(seconds: float = 10.0, chunk_s: float = 0.5) -> dict[str, object]:
+    """How steady the machine's CPUs are: one process per core spins for ``seconds``, counting fixed loops
+    per ``chunk_s``; the spread of those counts is the spread of the speed a request gets. On a shared VM
+    it varies with the neighbours, and a latency phase run during a slow stretch has a longer tail."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    cores = os.cpu_count() or 1
+    workers = [context.Process(target=_spin_chunks, args=(seconds, chunk_s, queue)) for _ in range(cores)]
+    for worker in workers:
+        worker.start()
+    counts = sorted(n for _ in workers for n in queue.get())
+    for worker in workers:
+        worker.join()
+    slowest, fastest = counts[0], counts[-1]
+    return {
+        "seconds": seconds,
+        "processes": cores,
+        "loops_per_chunk_min": slowest,
+        "loops_per_chunk_median": counts[len(counts) // 2],
+        "loops_per_chunk_max": fastest,
+        "fastest_over_slowest": round(fastest / slowest, 2) if slowest else None,
+    }
+
+
 def server_versions(database_url: str, broker_url: str) -> tuple[str, str]:
     """What the run was measured against."""
     import redis
@@ -551,9 +595,11 @@ def run(
     log_dir: Path,
     redis_db: int = REDIS_DB,
     latency_trials: int = 3,
+    speed_probe_s: float = 10.0,
 ) -> dict[str, object]:
     from service.db.migrate import upgrade
 
+    speed = cpu_speed(speed_probe_s)  # before anything of the benchmark runs: the machine on its own
     with postgres_database() as database_url, redis_database(number=redis_db) as broker_url:
         upgrade(database_url)  # once here, so the server's workers find the schema current
         token = make_token(database_url)
@@ -596,6 +642,7 @@ def run(
     trials = {"post_at_rate": post_trials, "get_at_rate": get_trials}
     result: dict[str, object] = {
         "machine": machine(),
+        "machine_cpu_speed": speed,
         "database": database,
         "broker": broker,
         "server": " ".join(
@@ -639,7 +686,12 @@ def run(
             | (
                 {
                     "trials": [
-                        {"p50_ms": _round(t.percentile(50)), "p99_ms": _round(t.percentile(99))}
+                        {
+                            "p50_ms": _round(t.percentile(50)),
+                            "p99_ms": _round(t.percentile(99)),
+                            "server_cpu_ms_per_request": _per_request(t.server_cpu_s, t.requests),
+                            "postgres_cpu_ms_per_request": _per_request(t.postgres_cpu_s, t.requests),
+                        }
                         for t in trials[name]
                     ]
                 }
@@ -698,6 +750,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-trials", type=int, default=3, help="POST and GET latency phases, alternating, pooled"
     )
+    parser.add_argument(
+        "--speed-probe-s", type=float, default=10.0, help="seconds of the CPU-steadiness probe first"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="intelliperf-bench-") as scratch:
         log_dir = args.logs or Path(scratch)
@@ -713,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
             log_dir=log_dir,
             redis_db=args.redis_db,
             latency_trials=args.latency_trials,
+            speed_probe_s=args.speed_probe_s,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -4,6 +4,7 @@ JSON the issue asks for."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -74,11 +75,15 @@ def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     out = tmp_path / "service.json"
     argv = ["--out", str(out), "--clients", "5", "--requests", "20", "--rate", "100", "--duration-s", "5"]
     argv += ["--dispatch-jobs", "3", "--dispatch-rate", "20", "--server-workers", "1", "--redis-db", "13"]
-    argv += ["--latency-trials", "2"]
+    argv += ["--latency-trials", "2", "--speed-probe-s", "1"]
     assert bench.main([*argv, "--logs", str(tmp_path / "logs")]) == 0
     result = json.loads(out.read_text())
     assert result.keys() >= KEYS
     assert result["clients"] == 5 and result["server_workers"] == 1
+    speed = result["machine_cpu_speed"]
+    assert speed["processes"] == os.cpu_count()
+    assert 0 < speed["loops_per_chunk_min"] <= speed["loops_per_chunk_median"] <= speed["loops_per_chunk_max"]
+    assert speed["fastest_over_slowest"] >= 1
     assert result["errors"] == 0, result["phases"]
     assert result["submit_per_s"] > 0
     phases = result["phases"]
@@ -87,6 +92,7 @@ def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     for name in ("post_at_rate", "get_at_rate"):  # two trials of 20, pooled
         assert phases[name]["requests"] == 40 and phases[name]["p99_ms"] >= phases[name]["p50_ms"] > 0
         assert [t["p99_ms"] > 0 for t in phases[name]["trials"]] == [True, True]
+        assert all(t["server_cpu_ms_per_request"] > 0 for t in phases[name]["trials"])
     assert result["dispatch_jobs"] == result["dispatch_started"] == 3
     assert 0 < result["dispatch_p50_ms"] <= result["dispatch_p99_ms"]
     # the worker ran each job: its clone of a refused repository failed

@@ -1,0 +1,147 @@
+"""Where does Accordo's speedup part from the CUDA-event harness's? A diagnostic for issue 3's speedup_error
+(GPU machine). Written on 2026-11-23, a session that was lent no GPU: it has not run yet.
+
+For each example and its fix it records:
+* CUPTI durations of the kernel by launch index (median over 3 runs), at 5 launches per run (what
+  benchmarks/validate.py times) and at 200, and the speedup from each: is the gap a start-of-run effect
+  (cold caches, clocks ramping up in a short run) that more launches remove?
+* the harness's per-launch-event medians (EventHarness.speedup) and batched-event medians (one event pair
+  around 50 back-to-back launches, divided by 50): is the gap the events' own cost on short kernels?
+* the GPU's clocks and throttle reasons before, between and after (read-only nvidia-smi queries).
+
+    python benchmarks/speedup_probe.py [--out FILE] [EXAMPLE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from accordo.capture import run_capture  # noqa: E402
+from accordo.signature import kernel_pattern  # noqa: E402
+from accordo.trace import run_traced  # noqa: E402
+from benchmarks.event_harness import EventHarness, PreparedLaunch, _p, compile_cubin  # noqa: E402
+from benchmarks.validate import fixed_source  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+DEFAULT = ["reduction_bank", "strided_copy", "atomic_reduction", "histogram_atomic", "transpose_bank"]
+CLOCKS = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+
+
+def clocks() -> str:
+    query = ["nvidia-smi", f"--query-gpu={CLOCKS}", "--format=csv,noheader"]
+    return subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip()
+
+
+def batched_ns(
+    harness: EventHarness, prepared: PreparedLaunch, launches: int = 50, rounds: int = 10
+) -> float:
+    """Median over ``rounds`` of the time of ``launches`` back-to-back launches between one event pair."""
+    driver = harness.driver
+    per_launch = []
+    for _ in range(rounds):
+        start, end = _p(), _p()
+        driver.call("cuEventCreate", ctypes.byref(start), 0)
+        driver.call("cuEventCreate", ctypes.byref(end), 0)
+        try:
+            harness._launch(prepared)
+            harness._hold_gpu(2_000_000)  # queue everything behind a busy GPU: no host gaps in the batch
+            driver.call("cuEventRecord", start, None)
+            for _ in range(launches):
+                harness._launch(prepared)
+            driver.call("cuEventRecord", end, None)
+            driver.call("cuEventSynchronize", end)
+            ms = ctypes.c_float()
+            driver.call("cuEventElapsedTime", ctypes.byref(ms), start, end)
+            per_launch.append(ms.value * 1e6 / launches)
+        finally:
+            driver.call("cuEventDestroy", start)
+            driver.call("cuEventDestroy", end)
+    return statistics.median(per_launch)
+
+
+def traced_durations(example: dict, iterations: str, runs: int = 3) -> dict[str, object]:
+    pattern = re.compile(kernel_pattern(example["kernel"]))
+    folder = EXAMPLES / example["name"]
+    sides: dict[str, list[list[int]]] = {"original": [], "fixed": []}
+    for _ in range(runs):
+        for side, app in (("original", example["app"]), ("fixed", example["fixed_app"])):
+            traced = run_traced([app, iterations], cwd=folder, timeout_s=120)
+            sides[side].append([x.duration_ns for x in traced.launches if pattern.search(x.name)])
+    row: dict[str, object] = {}
+    for side, per_run in sides.items():
+        row[f"{side}_by_index"] = [
+            statistics.median(r[i] for r in per_run) for i in range(min(8, len(per_run[0])))
+        ]
+        row[f"{side}_median_ns"] = statistics.median(x for r in per_run for x in r)
+    ratios = [sum(a) / sum(b) for a, b in zip(sides["original"], sides["fixed"], strict=True)]
+    row["sum_speedup"] = statistics.median(ratios)
+    row["median_speedup"] = row["original_median_ns"] / row["fixed_median_ns"]  # type: ignore[operator]
+    return row
+
+
+def harness_row(example: dict) -> dict[str, object]:
+    folder = EXAMPLES / example["name"]
+    pattern = kernel_pattern(example["kernel"])
+    sources = {"original": example["source"], "fixed": fixed_source(example)}
+    apps = {"original": example["app"], "fixed": example["fixed_app"]}
+    with tempfile.TemporaryDirectory() as tmp, EventHarness() as harness:
+        prepared = {}
+        for side in ("original", "fixed"):
+            cubin = compile_cubin(folder / sources[side], Path(tmp) / f"{side}.cubin")
+            capture = run_capture([apps[side], "5"], kernel_regex=pattern, cwd=folder, timeout_s=600)
+            first_capture = capture.capture.launches[0]
+            traced = run_traced([apps[side], "5"], cwd=folder, timeout_s=120)
+            shape = next(x for x in traced.launches if x.name == first_capture.name)
+            kernel = harness.load(cubin, first_capture.name)
+            prepared[side] = harness.prepare(kernel, first_capture, shape.grid, shape.block, shape.smem)
+        events = harness.speedup(prepared["original"], prepared["fixed"])
+        batch = {side: batched_ns(harness, prepared[side]) for side in ("original", "fixed")}
+    return {
+        "event_original_ns": events.ref_median_ns,
+        "event_fixed_ns": events.cand_median_ns,
+        "event_speedup": events.speedup,
+        "batched_original_ns": batch["original"],
+        "batched_fixed_ns": batch["fixed"],
+        "batched_speedup": batch["original"] / batch["fixed"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("examples", nargs="*", default=DEFAULT)
+    out_dir = Path(os.environ.get("OUT", ROOT / "benchmarks" / "results"))
+    parser.add_argument("--out", type=Path, default=out_dir / "speedup_probe.json")
+    args = parser.parse_args(argv)
+    examples = {e["name"]: e for e in json.loads((EXAMPLES / "examples.json").read_text())}
+    results = {}
+    for name in args.examples:
+        example = examples[name]
+        row: dict[str, object] = {"clocks_start": clocks()}
+        row["traced_5"] = traced_durations(example, "5")
+        row["traced_200"] = traced_durations(example, "200")
+        row["clocks_mid"] = clocks()
+        row["harness"] = harness_row(example)
+        row["clocks_end"] = clocks()
+        results[name] = row
+        print(name, json.dumps(row), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
