@@ -559,6 +559,38 @@ class EventHarness:
             raise failure
         return times
 
+    def time_batched(self, prepared: PreparedLaunch, *, launches: int = 50, rounds: int = 10) -> list[float]:
+        """GPU time per launch in ns, once per round: ``launches`` back-to-back launches between one event
+        pair, divided by ``launches``. The events' own cost is spread over the batch (what ``time`` pays
+        per launch), and the time includes the GPU's gap between consecutive launches."""
+        if launches < 1 or rounds < 1:
+            raise ValueError("launches and rounds must be at least 1")
+        driver = self.driver
+        times: list[float] = []
+        for _ in range(rounds):
+            events = []
+            try:
+                for _ in range(2):
+                    event = _p()
+                    driver.call("cuEventCreate", ctypes.byref(event), 0)
+                    events.append(event.value or 0)
+                self._launch(prepared)  # untimed: the previous round's or another kernel's state goes
+                self._hold_gpu(1_000_000 + QUEUE_NS_PER_LAUNCH * launches)  # the batch queues up behind it
+                driver.call("cuEventRecord", events[0], None)
+                for _ in range(launches):
+                    self._launch(prepared)
+                driver.call("cuEventRecord", events[1], None)
+                driver.call("cuEventSynchronize", events[1])
+                ms = ctypes.c_float()
+                driver.call("cuEventElapsedTime", ctypes.byref(ms), events[0], events[1])
+                times.append(ms.value * 1e6 / launches)
+            finally:
+                destroyed = [self._try(driver, "cuEventDestroy", event) for event in events]
+            failure = next((error for error in destroyed if error is not None), None)
+            if failure is not None:
+                raise failure
+        return times
+
     def speedup(
         self,
         ref: PreparedLaunch,

@@ -83,17 +83,6 @@ _ID = re.compile(rb'"id":"([0-9a-f]{32})"')
 # The parts: a fresh PostgreSQL database, a flushed Redis database, uvicorn, a Celery worker
 
 
-def postgres_database(admin_url: str = PG_ADMIN_URL) -> contextlib.AbstractContextManager[str]:
-    """A fresh database, dropped afterwards; yields its URL."""
-    return fresh_postgres_database(admin_url, prefix="intelliperf_bench")
-
-
-def redis_database(
-    base_url: str = REDIS_URL, number: int = REDIS_DB
-) -> contextlib.AbstractContextManager[str]:
-    return flushed_redis_database(base_url, number)
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -600,7 +589,10 @@ def run(
     from service.db.migrate import upgrade
 
     speed = cpu_speed(speed_probe_s)  # before anything of the benchmark runs: the machine on its own
-    with postgres_database() as database_url, redis_database(number=redis_db) as broker_url:
+    with (
+        fresh_postgres_database(PG_ADMIN_URL, prefix="intelliperf_bench") as database_url,
+        flushed_redis_database(REDIS_URL, redis_db) as broker_url,
+    ):
         upgrade(database_url)  # once here, so the server's workers find the schema current
         token = make_token(database_url)
         database, broker = server_versions(database_url, broker_url)
@@ -617,17 +609,12 @@ def run(
             )
             ids = post_sat.ids or warm.ids
             get_sat = load(server, get_requests(token, ids, requests), clients, duration_s=duration_s)
+            post_bodies, get_bodies = post_requests(token, requests), get_requests(token, ids, requests)
+            at_rate = {"rate": rate, "duration_s": duration_s}
             post_trials, get_trials = [], []
             for _ in range(latency_trials):
-                post_trials.append(
-                    load(server, post_requests(token, requests), clients, rate=rate, duration_s=duration_s,
-                         expect=201)
-                )  # fmt: skip
-                get_trials.append(
-                    load(
-                        server, get_requests(token, ids, requests), clients, rate=rate, duration_s=duration_s
-                    )
-                )
+                post_trials.append(load(server, post_bodies, clients, expect=201, **at_rate))
+                get_trials.append(load(server, get_bodies, clients, **at_rate))
             post_rate, get_rate = LoadResult.pooled(post_trials), LoadResult.pooled(get_trials)
             # the worker consumes only gpu.nvidia.any; the load phases' jobs wait on gpu.nvidia.sm90
             wait_for_worker(worker, "bench-worker", database_url, log_dir / "worker.log")
@@ -639,7 +626,6 @@ def run(
         "post_at_rate": post_rate,
         "get_at_rate": get_rate,
     }
-    trials = {"post_at_rate": post_trials, "get_at_rate": get_trials}
     result: dict[str, object] = {
         "machine": machine(),
         "machine_cpu_speed": speed,
@@ -683,25 +669,20 @@ def run(
                 "postgres_cpu_ms_per_request": _per_request(p.postgres_cpu_s, p.requests),
                 "machine_cpu_busy": p.cpu_busy,
             }
-            | (
-                {
-                    "trials": [
-                        {
-                            "p50_ms": _round(t.percentile(50)),
-                            "p99_ms": _round(t.percentile(99)),
-                            "server_cpu_ms_per_request": _per_request(t.server_cpu_s, t.requests),
-                            "postgres_cpu_ms_per_request": _per_request(t.postgres_cpu_s, t.requests),
-                        }
-                        for t in trials[name]
-                    ]
-                }
-                if name in trials
-                else {}
-            )
             for name, p in phases.items()
         },
         "targets": {"p99_ms": 50, "submit_per_s": 300, "dispatch_p99_ms": 500},
     }
+    for name, runs in (("post_at_rate", post_trials), ("get_at_rate", get_trials)):
+        result["phases"][name]["trials"] = [  # type: ignore[index]
+            {
+                "p50_ms": _round(t.percentile(50)),
+                "p99_ms": _round(t.percentile(99)),
+                "server_cpu_ms_per_request": _per_request(t.server_cpu_s, t.requests),
+                "postgres_cpu_ms_per_request": _per_request(t.postgres_cpu_s, t.requests),
+            }
+            for t in runs
+        ]
     return result
 
 

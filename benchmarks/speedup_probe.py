@@ -15,7 +15,6 @@ For each example and its fix it records:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import re
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from accordo.capture import run_capture  # noqa: E402
 from accordo.signature import kernel_pattern  # noqa: E402
 from accordo.trace import run_traced  # noqa: E402
-from benchmarks.event_harness import EventHarness, PreparedLaunch, _p, compile_cubin  # noqa: E402
+from benchmarks.event_harness import EventHarness, compile_cubin  # noqa: E402
 from benchmarks.validate import fixed_source  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -42,33 +41,6 @@ CLOCKS = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reason
 def clocks() -> str:
     query = ["nvidia-smi", f"--query-gpu={CLOCKS}", "--format=csv,noheader"]
     return subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip()
-
-
-def batched_ns(
-    harness: EventHarness, prepared: PreparedLaunch, launches: int = 50, rounds: int = 10
-) -> float:
-    """Median over ``rounds`` of the time of ``launches`` back-to-back launches between one event pair."""
-    driver = harness.driver
-    per_launch = []
-    for _ in range(rounds):
-        start, end = _p(), _p()
-        driver.call("cuEventCreate", ctypes.byref(start), 0)
-        driver.call("cuEventCreate", ctypes.byref(end), 0)
-        try:
-            harness._launch(prepared)
-            harness._hold_gpu(2_000_000)  # queue everything behind a busy GPU: no host gaps in the batch
-            driver.call("cuEventRecord", start, None)
-            for _ in range(launches):
-                harness._launch(prepared)
-            driver.call("cuEventRecord", end, None)
-            driver.call("cuEventSynchronize", end)
-            ms = ctypes.c_float()
-            driver.call("cuEventElapsedTime", ctypes.byref(ms), start, end)
-            per_launch.append(ms.value * 1e6 / launches)
-        finally:
-            driver.call("cuEventDestroy", start)
-            driver.call("cuEventDestroy", end)
-    return statistics.median(per_launch)
 
 
 def traced_durations(example: dict, iterations: str, runs: int = 3) -> dict[str, object]:
@@ -107,7 +79,7 @@ def harness_row(example: dict) -> dict[str, object]:
             kernel = harness.load(cubin, first_capture.name)
             prepared[side] = harness.prepare(kernel, first_capture, shape.grid, shape.block, shape.smem)
         events = harness.speedup(prepared["original"], prepared["fixed"])
-        batch = {side: batched_ns(harness, prepared[side]) for side in ("original", "fixed")}
+        batch = {side: statistics.median(harness.time_batched(prepared[side])) for side in prepared}
     return {
         "event_original_ns": events.ref_median_ns,
         "event_fixed_ns": events.cand_median_ns,

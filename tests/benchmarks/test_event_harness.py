@@ -159,6 +159,13 @@ def test_harness_needs_the_with_block(tmp_path: Path) -> None:
 # nvcc
 
 
+def test_time_batched_needs_a_launch_and_a_round() -> None:
+    harness = EventHarness()
+    for launches, rounds in ((0, 1), (1, 0)):
+        with pytest.raises(ValueError, match="at least 1"):
+            harness.time_batched(None, launches=launches, rounds=rounds)  # type: ignore[arg-type]
+
+
 def test_compile_cubin_missing_nvcc(tmp_path: Path) -> None:
     source = tmp_path / "k.cu"
     source.write_text(SCALE)
@@ -250,6 +257,9 @@ def test_gpu_time_and_output(
         x_dev = harness.download(prepared, 0)
         assert x_dev[:X_OFFSET] == bytes(X_OFFSET)
         np.testing.assert_array_equal(np.frombuffer(x_dev, np.float32, N, X_OFFSET), x)
+
+        batched = harness.time_batched(prepared, launches=20, rounds=3)
+        assert len(batched) == 3 and all(0 < t < 1e9 for t in batched)
 
         result = harness.speedup(prepared, prepared, rounds=3, iterations=10)
         assert len(result.ref_round_medians_ns) == len(result.cand_round_medians_ns) == 3
