@@ -1,11 +1,22 @@
-"""Speedup of a candidate over the reference, from kernel time measured by the tracer.
+"""Speedup of a candidate over the reference, from kernel time measured inside the applications.
 
-Each run is one execution of the application under libaccordo's tracer; its kernel time is the sum
-over every launch of the target kernel. Reference and candidate runs alternate (A B A B ...), so a
-slow drift of the GPU (clocks, temperature) lands on both sides alike. The speedup of pair i is
-``reference_i / candidate_i``; the point estimate is the median of those ratios and the 95% interval
-is Student's t interval of their mean log (ratios of times are close to log-normal). An interval
-containing 1 is "no significant change".
+Each run is one execution of the application under libaccordo; its kernel time is the sum over every
+launch of the target kernel, timed by one of two instruments (``timer``):
+
+* ``events`` (default): a CUDA event pair recorded around each launch on its stream (libaccordo's time
+  mode, ``accordo.timing``), with no CUPTI activity enabled;
+* ``cupti``: the tracer's CUPTI kernel activity records (``accordo.trace``).
+
+On an H100, CUPTI's activity records slowed some memory-bound kernels by 3-5 us per launch and moved
+their speedups by 3-7% against the same kernels timed by events (``benchmarks/speedup_probe.py``), while
+both instruments agreed on compute- and atomic-bound kernels up to the events' fixed cost of about
+2.5 us per launch. Hence events by default. The first launch of each kernel in a run is left out as a
+warm-up when the kernel runs more than once (``warm_durations``).
+
+Reference and candidate runs alternate (A B A B ...), so a slow drift of the GPU (clocks, temperature)
+lands on both sides alike. The speedup of pair i is ``reference_i / candidate_i``; the point estimate is
+the median of those ratios and the 95% interval is Student's t interval of their mean log (ratios of
+times are close to log-normal). An interval containing 1 is "no significant change".
 """
 
 from __future__ import annotations
@@ -16,17 +27,34 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from intelliperf.contract.report import Speedup
 from intelliperf.errors import ProfileError
 
-from .trace import KernelLaunch, run_traced
+from .timing import run_timed
+from .trace import run_traced
 
-__all__ = ["FLAG_ABOVE", "KernelTimes", "measure_speedup", "speedup_from_times", "t_quantile_975"]
+__all__ = [
+    "FLAG_ABOVE",
+    "TIMERS",
+    "KernelTimes",
+    "Timer",
+    "measure_speedup",
+    "speedup_from_times",
+    "t_quantile_975",
+    "warm_durations",
+]
 
 FLAG_ABOVE = 10.0
+Timer = Literal["events", "cupti"]
+TIMERS: tuple[Timer, ...] = ("events", "cupti")
+_INSTRUMENT = {
+    "events": "CUDA-event kernel time (an event pair around each launch)",
+    "cupti": "CUPTI kernel time",
+}
 METHOD = (
-    "CUPTI kernel time summed over all launches per run; reference and candidate runs interleaved "
+    "{instrument} summed over all launches per run; reference and candidate runs interleaved "
     "(ABAB); median of per-pair ratios; 95% Student-t interval of the mean log ratio"
 )
 
@@ -56,12 +84,12 @@ def t_quantile_975(df: int) -> float:
 class KernelTimes:
     """One side's runs: kernel time (ns, summed over launches) and application wall time per run."""
 
-    kernel_ns: tuple[int, ...]
+    kernel_ns: tuple[float, ...]
     wall_s: tuple[float, ...]
     launches: tuple[int, ...]
 
 
-def speedup_from_times(reference: KernelTimes, candidate: KernelTimes) -> Speedup:
+def speedup_from_times(reference: KernelTimes, candidate: KernelTimes, timer: Timer = "events") -> Speedup:
     """The speedup statistics of paired runs (pair i: reference run i and candidate run i)."""
     n = len(reference.kernel_ns)
     if n != len(candidate.kernel_ns) or n == 0:
@@ -90,12 +118,51 @@ def speedup_from_times(reference: KernelTimes, candidate: KernelTimes) -> Speedu
         flagged_for_review=median > FLAG_ABOVE,
         reference_wall_s=statistics.median(reference.wall_s) if reference.wall_s else None,
         candidate_wall_s=statistics.median(candidate.wall_s) if candidate.wall_s else None,
-        method=METHOD,
+        method=METHOD.format(instrument=_INSTRUMENT[timer]),
     )
 
 
-def _matching(launches: Sequence[KernelLaunch], pattern: re.Pattern[str]) -> list[KernelLaunch]:
-    return [x for x in launches if pattern.search(x.name) or pattern.search(x.demangled)]
+def _launch_times(
+    timer: Timer,
+    cmd: Sequence[str],
+    *,
+    pattern: re.Pattern[str],
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    timeout_s: float,
+    library: str | Path | None,
+) -> tuple[list[tuple[str, float]], float]:
+    """The target kernel's launches (mangled name, duration in ns) in launch order in one run of ``cmd``,
+    and the run's wall time."""
+    if timer == "events":
+        timed = run_timed(
+            cmd, kernel_regex=pattern.pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
+        )
+        return [(x.name, x.duration_ns) for x in timed.launches], timed.wall_s
+    traced = run_traced(cmd, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
+    matching = [x for x in traced.launches if pattern.search(x.name) or pattern.search(x.demangled)]
+    return [(x.name, float(x.duration_ns)) for x in matching], traced.wall_s
+
+
+def warm_durations(launches: Sequence[tuple[str, float]], warmup: int) -> list[float]:
+    """The durations of ``launches`` (name, ns; in launch order) without the first ``warmup`` launches of
+    each kernel name, unless that kernel ran no more than ``warmup`` times (then all of its launches stay).
+
+    Why: a kernel's first launch in a process runs cold (instruction caches, TLBs, L2, a lazily loaded
+    module): on an H100 it took 7-11 us longer than the launches after it, which in a 5-launch run of a
+    32 us kernel moved the speedup by 7% against a warmed-up harness."""
+    if warmup < 0:
+        raise ValueError("warmup must not be negative")
+    per_name: dict[str, int] = {}
+    for name, _ in launches:
+        per_name[name] = per_name.get(name, 0) + 1
+    seen: dict[str, int] = {}
+    kept = []
+    for name, ns in launches:
+        seen[name] = seen.get(name, 0) + 1
+        if per_name[name] <= warmup or seen[name] > warmup:
+            kept.append(ns)
+    return kept
 
 
 def measure_speedup(
@@ -111,8 +178,12 @@ def measure_speedup(
     env: Mapping[str, str] | None = None,
     library: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    timer: Timer = "events",
+    warmup_launches: int = 1,
 ) -> Speedup:
-    """Run reference and candidate ``runs`` times each, alternating, under the tracer. With
+    """Run reference and candidate ``runs`` times each, alternating, timing the kernel with ``timer``; a
+    run's kernel time is the sum over its launches but the first ``warmup_launches`` of each kernel
+    (``warm_durations``). With
     ``min_runs``, stop after that many pairs or more as soon as the 95% interval excludes 1 (the
     optimization loop's budget: a clear speedup needs few runs, a doubtful one gets all of them).
 
@@ -121,15 +192,18 @@ def measure_speedup(
     """
     if runs < 2:
         raise ValueError("at least 2 runs per side are needed for an interval")
+    if timer not in TIMERS:
+        raise ValueError(f"unknown timer {timer!r}; one of: {', '.join(TIMERS)}")
     pattern = re.compile(kernel_regex)
     sides = {"reference": (reference, reference_cwd), "candidate": (candidate, candidate_cwd)}
-    kernel_ns: dict[str, list[int]] = {"reference": [], "candidate": []}
+    kernel_ns: dict[str, list[float]] = {"reference": [], "candidate": []}
     wall: dict[str, list[float]] = {"reference": [], "candidate": []}
     counts: dict[str, list[int]] = {"reference": [], "candidate": []}
     for i in range(runs):
         for side, (cmd, cwd) in sides.items():
-            traced = run_traced(cmd, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
-            launches = _matching(traced.launches, pattern)
+            launches, wall_s = _launch_times(
+                timer, cmd, pattern=pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
+            )
             if not launches:
                 raise ProfileError(f"the {side}'s run {i + 1} launched no kernel matching {kernel_regex!r}")
             if counts[side] and len(launches) != counts[side][0]:
@@ -137,8 +211,8 @@ def measure_speedup(
                     f"the {side} launched the kernel {counts[side][0]} times in its first timed run and "
                     f"{len(launches)} times in run {i + 1}"
                 )
-            kernel_ns[side].append(sum(x.duration_ns for x in launches))
-            wall[side].append(traced.wall_s)
+            kernel_ns[side].append(sum(warm_durations(launches, warmup_launches)))
+            wall[side].append(wall_s)
             counts[side].append(len(launches))
         if progress is not None:
             ratio = kernel_ns["reference"][-1] / kernel_ns["candidate"][-1]
@@ -146,11 +220,15 @@ def measure_speedup(
         result = speedup_from_times(
             KernelTimes(tuple(kernel_ns["reference"]), tuple(wall["reference"]), tuple(counts["reference"])),
             KernelTimes(tuple(kernel_ns["candidate"]), tuple(wall["candidate"]), tuple(counts["candidate"])),
+            timer,
         )
         if min_runs is not None and i + 1 >= min_runs and result.significant:
             break
+    notes = []
+    if warmup_launches:
+        notes.append(f"the first {warmup_launches} launch(es) of each kernel per run left out as warm-up")
     if min_runs is not None and result.runs < runs:
-        result = result.model_copy(
-            update={"method": f"{result.method}; stopped after {result.runs} pairs, the interval excluding 1"}
-        )
+        notes.append(f"stopped after {result.runs} pairs, the interval excluding 1")
+    if notes:
+        result = result.model_copy(update={"method": "; ".join([result.method, *notes])})
     return result

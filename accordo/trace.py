@@ -126,46 +126,56 @@ def _launch(record: object, where: str) -> KernelLaunch:
     return launch
 
 
-def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
-    """The launches in an Accordo trace file, ordered by start time.
+def jsonl_records(path: str | os.PathLike[str], kind: str, version: int) -> list[tuple[str, object]]:
+    """The records after the header of a libaccordo JSON Lines file of ``kind`` ("trace", "time"), each
+    with its "<path>:<line>" for messages.
 
-    Raises ProfileError when the file is missing, empty, not an Accordo trace, of another version, or has a
+    Raises ProfileError when the file is missing, empty, not of that kind, of another version, or has a
     malformed or truncated line.
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ProfileError(f"the trace file {path} does not exist") from None
+        raise ProfileError(f"the {kind} file {path} does not exist") from None
     except OSError as exc:
-        raise ProfileError(f"cannot read the trace file {path}: {exc}") from exc
+        raise ProfileError(f"cannot read the {kind} file {path}: {exc}") from exc
     text = data.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if not text.strip():
-        raise ProfileError(f"the trace file {path} is empty")
+        raise ProfileError(f"the {kind} file {path} is empty")
     try:
         header = json.loads(lines[0])
     except json.JSONDecodeError:
         header = None
-    if not isinstance(header, dict) or header.get("accordo") != "trace":
-        raise ProfileError(f"{path} is not an Accordo trace (its first line is not the trace header)")
-    if header.get("version") != TRACE_VERSION:
+    if not isinstance(header, dict) or header.get("accordo") != kind:
+        raise ProfileError(f"{path} is not an Accordo {kind} file (its first line is not the {kind} header)")
+    if header.get("version") != version:
         raise ProfileError(
-            f"{path} is an Accordo trace of version {header.get('version')!r}; "
-            f"this reader knows {TRACE_VERSION}"
+            f"{path} is an Accordo {kind} file of version {header.get('version')!r}; "
+            f"this reader knows {version}"
         )
     if not text.endswith("\n"):
-        raise ProfileError(f"the trace file {path} is truncated (its last line is incomplete)")
-    launches = []
+        raise ProfileError(f"the {kind} file {path} is truncated (its last line is incomplete)")
+    records = []
     for number, line in enumerate(lines[1:-1], start=2):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            record = json.loads(line)
+            records.append((where, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise ProfileError(f"{where}: malformed trace line ({exc.msg})") from None
-        launches.append(_launch(record, where))
+            raise ProfileError(f"{where}: malformed {kind} line ({exc.msg})") from None
+    return records
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
+    """The launches in an Accordo trace file, ordered by start time.
+
+    Raises ProfileError when the file is missing, empty, not an Accordo trace, of another version, or has a
+    malformed or truncated line.
+    """
+    launches = [_launch(record, where) for where, record in jsonl_records(path, "trace", TRACE_VERSION)]
     launches.sort(key=lambda launch: (launch.start, launch.corr))
     return launches
 

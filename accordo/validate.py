@@ -22,7 +22,7 @@ from intelliperf.errors import AppError, KernelNotFoundError, tail
 from .capture import Capture, CaptureRun, run_capture
 from .compare import compare_captures
 from .signature import ELEMENT_TYPES, kernel_pattern
-from .speedup import measure_speedup
+from .speedup import TIMERS, Timer, measure_speedup
 
 __all__ = [
     "Reference",
@@ -46,6 +46,8 @@ class ValidationOptions:
     default_element: str = "float32"  # when the kernel name carries no signature
     measure: bool = True
     max_bytes: int | None = None  # cap per snapshot (ACCORDO_MAX_BYTES)
+    timer: Timer = "events"  # kernel-time instrument for the speedup (accordo.speedup says why)
+    warmup_launches: int = 1  # first launches of the kernel per run left out of the speedup
 
     def __post_init__(self) -> None:
         if self.atol < 0 or self.rtol < 0:
@@ -58,6 +60,10 @@ class ValidationOptions:
             raise ValueError("min_runs must be between 2 and runs")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
+        if self.warmup_launches < 0:
+            raise ValueError("warmup_launches must not be negative")
+        if self.timer not in TIMERS:
+            raise ValueError(f"unknown timer {self.timer!r}; one of: {', '.join(TIMERS)}")
         for name, allowed in (
             (self.element_type, {"auto", *ELEMENT_TYPES}),
             (self.default_element, ELEMENT_TYPES),
@@ -234,7 +240,7 @@ def time_candidate(
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Speedup:
-    """The candidate's speedup over the reference: interleaved traced runs (``accordo.speedup``)."""
+    """The candidate's speedup over the reference: interleaved timed runs (``accordo.speedup``)."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
     say(f"timing reference and candidate, up to {options.runs} runs each, interleaved")
@@ -250,6 +256,8 @@ def time_candidate(
         env=reference.env,
         library=reference.library,
         progress=say,
+        timer=options.timer,
+        warmup_launches=options.warmup_launches,
     )
 
 

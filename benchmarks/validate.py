@@ -5,8 +5,10 @@ be trusted?
   version (small iteration counts), validated; the verdict and the failure reason must be the expected.
 * capture_ratio: wall time of the reference run under buffer capture (every launch of the kernel, every
   reachable allocation, before and after) over its plain run, per example; median over examples.
-* speedup_error: Accordo's speedup (CUPTI, whole app runs, ABAB) against a standalone CUDA-event harness
-  timing the same two kernels on the same captured inputs (benchmarks/event_harness.py); relative error.
+* speedup_error: Accordo's speedup (its default timer, CUDA events around each launch inside the apps;
+  whole app runs, ABAB) against a standalone CUDA-event harness timing the same two kernels on the same
+  captured inputs (benchmarks/event_harness.py); relative error. speedup_error_cupti: the same with
+  Accordo's CUPTI timer; harness_batched_speedup: the harness with one event pair around 50 launches.
 * speedup_cv: the measured speedup over --repeats independent measurements; coefficient of variation.
 
     python benchmarks/validate.py --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
@@ -115,43 +117,45 @@ def example_rows() -> list[dict]:
     return rows
 
 
-def harness_row(example: dict, repeats: int) -> dict:
-    """Accordo's speedup (repeated) and the CUDA-event harness's, for one example and its fix."""
+def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
+    """Accordo's speedup (events timer, repeated; CUPTI timer, once) and the CUDA-event harness's, for one
+    example and its fix."""
     folder = EXAMPLES / example["name"]
     pattern = kernel_pattern(example["kernel"])
     ref, cand = [example["app"], ITERATIONS], [example["fixed_app"], ITERATIONS]
-    medians = [
-        measure_speedup(ref, cand, kernel_regex=pattern, runs=10, timeout_s=120, reference_cwd=folder,
-                        candidate_cwd=folder).median
-        for _ in range(repeats)
-    ]  # fmt: skip
+
+    def accordo(timer: str) -> float:
+        return measure_speedup(ref, cand, kernel_regex=pattern, runs=10, timeout_s=120, reference_cwd=folder,
+                               candidate_cwd=folder, timer=timer).median  # fmt: skip
+
+    medians = [accordo("events") for _ in range(repeats)]
+    cupti = accordo("cupti") if with_cupti else None
     sources = {"original": folder / example["source"], "fixed": folder / fixed_source(example)}
-    per_launch: dict[str, list[int]] = {"original": [], "fixed": []}
     with tempfile.TemporaryDirectory() as tmp, EventHarness() as harness:
         prepared = {}
         for side, argv in (("original", ref), ("fixed", cand)):
             cubin = compile_cubin(sources[side], Path(tmp) / f"{side}.cubin")
             capture = run_capture(argv, kernel_regex=pattern, cwd=folder, timeout_s=600)
             launch = capture.capture.launches[0]
-            for _ in range(3):
-                traced = run_traced(argv, cwd=folder, timeout_s=120)
-                per_launch[side].extend(x.duration_ns for x in traced.launches if x.name == launch.name)
+            traced = run_traced(argv, cwd=folder, timeout_s=120)
             first = next(x for x in traced.launches if x.name == launch.name)
             loaded = harness.load(cubin, launch.name)
             prepared[side] = harness.prepare(loaded, launch, first.grid, first.block, first.smem)
         warm = harness.speedup(prepared["original"], prepared["fixed"])
         cold = harness.speedup(prepared["original"], prepared["fixed"], flush_l2_bytes=L2_FLUSH_BYTES)
-    accordo = statistics.median(medians)
-    launch_ratio = statistics.median(per_launch["original"]) / statistics.median(per_launch["fixed"])
+        batched = {side: statistics.median(harness.time_batched(prepared[side])) for side in prepared}
+    events = statistics.median(medians)
     return {
         "pair": example["name"],
         "accordo_speedups": [round(m, 4) for m in medians],
-        "accordo_speedup": round(accordo, 4),
-        "accordo_launch_median_speedup": round(launch_ratio, 4),
+        "accordo_speedup": round(events, 4),
+        "accordo_cupti_speedup": round(cupti, 4) if cupti else None,
         "harness_speedup": round(warm.speedup, 4),
         "harness_speedup_cold_l2": round(cold.speedup, 4),
-        "speedup_error": round(abs(accordo / warm.speedup - 1), 4),
-        "speedup_error_cold_l2": round(abs(accordo / cold.speedup - 1), 4),
+        "harness_batched_speedup": round(batched["original"] / batched["fixed"], 4),
+        "speedup_error": round(abs(events / warm.speedup - 1), 4),
+        "speedup_error_cupti": round(abs(cupti / warm.speedup - 1), 4) if cupti else None,
+        "speedup_error_cold_l2": round(abs(events / cold.speedup - 1), 4),
         "speedup_cv": round(statistics.stdev(medians) / statistics.fmean(medians), 4)
         if repeats > 1
         else None,
@@ -171,6 +175,9 @@ def main() -> int:
     parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
     parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
     parser.add_argument("--only", choices=["cases", "examples", "speedup"], action="append")
+    parser.add_argument(
+        "--cupti", action=argparse.BooleanOptionalAction, default=True, help="also time with the CUPTI timer"
+    )
     args = parser.parse_args()
     parts = set(args.only or ["cases", "examples", "speedup"])
     if shutil.which("nvidia-smi") is None:
@@ -185,13 +192,14 @@ def main() -> int:
         for example in manifest:
             if EXAMPLE_EXPECTED.get(example["name"], ("pass",))[0] != "pass":
                 continue
-            row = harness_row(example, args.repeats)
+            row = harness_row(example, args.repeats, with_cupti=args.cupti)
             speed.append(row)
             print(json.dumps(row), flush=True)
     else:
         speed = previous.get("speedup_pairs", [])
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
+    cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
     result = {
         "device": device_name(),
         "cases": [
@@ -206,6 +214,9 @@ def main() -> int:
         "speedup_error_cold_l2": statistics.median(r["speedup_error_cold_l2"] for r in speed)
         if speed
         else None,
+        "speedup_error_cupti": statistics.median(cupti_errors) if cupti_errors else None,
+        "speedup_error_cupti_max": max(cupti_errors, default=None),
+        "timer": "events",
         "speedup_cv": statistics.median(cvs) if cvs else None,
         "speedup_cv_max": max(cvs, default=None),
         "cases_accordo": cases,
@@ -224,17 +235,18 @@ def main() -> int:
     print()
     print(
         f"{'pair':<20} {'capture/plain':>13} {'accordo x':>10} {'harness x':>10} {'error':>7} "
-        f"{'cold x':>8} {'error':>7} {'cv':>7}"
+        f"{'cupti x':>9} {'error':>7} {'batched x':>10} {'cold x':>8} {'cv':>7}"
     )
     by_pair = {r["pair"]: r for r in speed}
+    nan = float("nan")
     for r in examples:
         s = by_pair.get(r["pair"], {})
         print(
-            f"{r['pair']:<20} {r['capture_ratio']:>13.2f} {s.get('accordo_speedup', float('nan')):>10.3f} "
-            f"{s.get('harness_speedup', float('nan')):>10.3f} {s.get('speedup_error', float('nan')):>7.2%} "
-            f"{s.get('harness_speedup_cold_l2', float('nan')):>8.3f} "
-            f"{s.get('speedup_error_cold_l2', float('nan')):>7.2%} "
-            f"{s.get('speedup_cv') or float('nan'):>7.2%}"
+            f"{r['pair']:<20} {r['capture_ratio']:>13.2f} {s.get('accordo_speedup', nan):>10.3f} "
+            f"{s.get('harness_speedup', nan):>10.3f} {s.get('speedup_error', nan):>7.2%} "
+            f"{s.get('accordo_cupti_speedup') or nan:>9.3f} {s.get('speedup_error_cupti') or nan:>7.2%} "
+            f"{s.get('harness_batched_speedup', nan):>10.3f} {s.get('harness_speedup_cold_l2', nan):>8.3f} "
+            f"{s.get('speedup_cv') or nan:>7.2%}"
         )
     print()
     print(

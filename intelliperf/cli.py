@@ -224,6 +224,12 @@ def validate(
     ] = "auto",
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory of both commands")] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only")] = False,
+    timer: Annotated[
+        str,
+        typer.Option(
+            "--timer", help="Kernel-time instrument: events (CUDA events around each launch) or cupti"
+        ),
+    ] = "events",
     output_file: Annotated[
         Path | None, typer.Option("-o", "--output_file", help="Write the JSON result here")
     ] = None,
@@ -244,6 +250,7 @@ def validate(
                 timeout_s=timeout,
                 element_type=dtype,
                 measure=not no_timing,
+                timer=timer,  # type: ignore[arg-type]
             )
             reference_cmd, candidate_cmd = shlex.split(reference), shlex.split(candidate)
         except ValueError as exc:

@@ -8,7 +8,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,8 +15,9 @@
 #include "activity.h"
 #include "capture_file.h"
 #include "dispatch.h"
+#include "kernel_table.h"
+#include "launch.h"
 #include "log.h"
-#include "names.h"
 #include "snapshot.h"
 
 namespace accordo {
@@ -25,12 +25,6 @@ namespace accordo {
 namespace {
 
 constexpr size_t kMaxParams = 4096;  // kernel parameters are at most 32 KB
-
-struct KernelEntry {
-  std::string demangled;
-  bool matched = false;
-  uint64_t next_index = 0;
-};
 
 // One device range to copy: an allocation, or its first max_bytes from the pointer when capped.
 struct Snapshot {
@@ -43,14 +37,6 @@ struct Pending {
   bool active = false;
   uint64_t seq = 0;
   std::vector<Snapshot> snapshots;
-};
-
-struct LaunchArgs {
-  CUfunction function = nullptr;
-  void** params = nullptr;
-  void** extra = nullptr;
-  CUstream stream = nullptr;
-  bool per_thread = false;
 };
 
 // Snapshot copies through the CUDA driver: cuMemcpyDtoHAsync on the current context's legacy default
@@ -79,11 +65,10 @@ class DriverCopier final : public DeviceCopier {
 
 struct State {
   Config config;
-  std::regex regex;
 
   std::mutex mutex;  // guards the members below and the file
   CaptureFile file;
-  std::unordered_map<std::string, KernelEntry> kernels;
+  KernelTable kernels;
   uint64_t next_seq = 0;
   DriverCopier copier;
   std::unique_ptr<SnapshotWriter> snapshots;
@@ -96,33 +81,6 @@ struct State {
 
 State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
 thread_local Pending t_pending;
-
-bool launch_args(CUpti_CallbackId cbid, const void* params, LaunchArgs& out) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
-      const auto* p = static_cast<const cuLaunchKernel_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->hStream, false};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
-      const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->hStream, true};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
-      const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, false};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
-      const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, true};
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 // The parameter's bytes: from kernelParams, or from the `extra` argument buffer; nullptr if neither.
 const uint8_t* param_bytes(const LaunchArgs& args, size_t index, size_t offset, size_t size) {
@@ -170,15 +128,6 @@ bool param_layout(CUfunction f, std::vector<std::pair<size_t, size_t>>& layout, 
   return true;
 }
 
-KernelEntry& kernel_entry(const char* name) {
-  auto it = g->kernels.find(name);
-  if (it != g->kernels.end()) return it->second;
-  KernelEntry entry;
-  entry.demangled = demangle(name);
-  entry.matched = std::regex_search(name, g->regex) || std::regex_search(entry.demangled, g->regex);
-  return g->kernels.emplace(name, std::move(entry)).first->second;
-}
-
 void drain_times() {
   std::vector<std::array<uint64_t, 3>> times;
   {
@@ -196,15 +145,11 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   t_pending.active = false;
   LaunchArgs args;
   if (!launch_args(cbid, info->functionParams, args)) return;
-  const char* name = info->symbolName;
-  if ((name == nullptr || *name == '\0') && drv::func_get_name(&name, args.function) != CUDA_SUCCESS) {
-    name = nullptr;
-  }
-  if (name == nullptr) name = "<unknown kernel>";
+  const char* name = launch_kernel_name(info, args);
 
   std::lock_guard<std::mutex> lock(g->mutex);
   if (g->finished || !g->file.ok()) return;
-  KernelEntry& kernel = kernel_entry(name);
+  KernelEntry& kernel = g->kernels.entry(name);
   if (!kernel.matched) return;
 
   LaunchInfo launch;
@@ -348,27 +293,16 @@ bool capture_start(const Config& config) {
   SnapshotOptions options;
   options.dedupe = config.dedupe;
   g->snapshots = std::make_unique<SnapshotWriter>(g->file, g->copier, options);
-  try {
-    g->regex = std::regex(config.kernel_regex, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    const std::string message = "ACCORDO_KERNEL='" + config.kernel_regex + "' is not a valid regex: " + e.what();
-    log_error("%s", message.c_str());
-    g->file.write_error(CaptureFile::kNoLaunch, message);
+  const std::string bad_pattern = g->kernels.set_pattern(config.kernel_regex);
+  if (!bad_pattern.empty()) {
+    log_error("%s", bad_pattern.c_str());
+    g->file.write_error(CaptureFile::kNoLaunch, bad_pattern);
     g->file.finish();
     return false;
   }
 
-  const CUpti_CallbackId launches[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-  };
   CUpti_SubscriberHandle subscriber = nullptr;
-  bool ok = ACCORDO_CUPTI(cuptiSubscribe(&subscriber, on_callback, nullptr));
-  for (const CUpti_CallbackId cbid : launches) {
-    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
-  }
+  bool ok = subscribe_launches(on_callback, subscriber);
   if (ok) ok = activity_start(on_kernel_record);
   if (!ok) {
     g->file.write_error(CaptureFile::kNoLaunch, "CUPTI could not be set up; see the process's stderr");

@@ -39,8 +39,10 @@ bool load_config(Config& config) {
     config.mode = Mode::Trace;
   } else if (mode == "capture") {
     config.mode = Mode::Capture;
+  } else if (mode == "time") {
+    config.mode = Mode::Time;
   } else {
-    log_error("ACCORDO_MODE must be 'trace' or 'capture', not '%s'; Accordo is disabled", mode.c_str());
+    log_error("ACCORDO_MODE must be 'trace', 'capture' or 'time', not '%s'; Accordo is disabled", mode.c_str());
     return false;
   }
 
@@ -50,12 +52,15 @@ bool load_config(Config& config) {
     return false;
   }
 
-  if (config.mode == Mode::Capture) {
+  if (config.mode != Mode::Trace) {
     config.kernel_regex = env("ACCORDO_KERNEL");
     if (config.kernel_regex.empty()) {
-      log_error("ACCORDO_KERNEL is not set in capture mode; Accordo is disabled");
+      log_error("ACCORDO_KERNEL is not set in %s mode; Accordo is disabled",
+                config.mode == Mode::Capture ? "capture" : "time");
       return false;
     }
+  }
+  if (config.mode == Mode::Capture) {
     const std::string cap = env("ACCORDO_MAX_BYTES");
     if (!cap.empty()) {
       errno = 0;

@@ -1,7 +1,7 @@
 // Configuration from the environment (read once, in InitializeInjection).
-//   ACCORDO_MODE       trace (default) | capture
+//   ACCORDO_MODE       trace (default) | capture | time
 //   ACCORDO_OUTPUT     output path (required); "%p" in it is replaced by the process id
-//   ACCORDO_KERNEL     capture: ECMAScript regex, searched in the mangled and the demangled name
+//   ACCORDO_KERNEL     capture, time: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
 //   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
 //   ACCORDO_STATS      1 prints where Accordo's time went on stderr at exit (default 0): trace mode, CUPTI's
@@ -13,7 +13,7 @@
 
 namespace accordo {
 
-enum class Mode { Trace, Capture };
+enum class Mode { Trace, Capture, Time };
 
 struct Config {
   Mode mode = Mode::Trace;

@@ -58,6 +58,41 @@ inline CUresult kernel_get_param_info(CUkernel k, size_t index, size_t* offset, 
 
 inline CUresult func_get_name(const char** name, CUfunction f) { ACCORDO_DRIVER_CALL(cuFuncGetName, name, f); }
 
+inline CUresult event_create(CUevent* event, unsigned int flags) { ACCORDO_DRIVER_CALL(cuEventCreate, event, flags); }
+
+inline CUresult event_record(CUevent event, CUstream stream) { ACCORDO_DRIVER_CALL(cuEventRecord, event, stream); }
+
+inline CUresult event_query(CUevent event) { ACCORDO_DRIVER_CALL(cuEventQuery, event); }
+
+inline CUresult event_synchronize(CUevent event) { ACCORDO_DRIVER_CALL(cuEventSynchronize, event); }
+
+inline CUresult event_elapsed_time(float* ms, CUevent start, CUevent end) {
+  ACCORDO_DRIVER_CALL(cuEventElapsedTime, ms, start, end);
+}
+
+inline CUresult event_destroy(CUevent event) { ACCORDO_DRIVER_CALL(cuEventDestroy, event); }
+
+inline CUresult module_load_data(CUmodule* module, const void* image) {
+  ACCORDO_DRIVER_CALL(cuModuleLoadData, module, image);
+}
+
+inline CUresult module_get_function(CUfunction* f, CUmodule module, const char* name) {
+  ACCORDO_DRIVER_CALL(cuModuleGetFunction, f, module, name);
+}
+
+inline CUresult mem_host_alloc(void** p, size_t bytes, unsigned int flags) {
+  ACCORDO_DRIVER_CALL(cuMemHostAlloc, p, bytes, flags);
+}
+
+inline CUresult mem_host_get_device_pointer(CUdeviceptr* d, void* p, unsigned int flags) {
+  ACCORDO_DRIVER_CALL(cuMemHostGetDevicePointer, d, p, flags);
+}
+
+inline CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
+  ACCORDO_DRIVER_CALL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+}
+
 inline CUresult get_error_name(CUresult error, const char** text) {
   ACCORDO_DRIVER_CALL(cuGetErrorName, error, text);
 }

@@ -7,6 +7,7 @@
 #include "capture.h"
 #include "config.h"
 #include "log.h"
+#include "timer.h"
 #include "trace.h"
 
 namespace {
@@ -18,10 +19,16 @@ accordo::Mode g_mode = accordo::Mode::Trace;
 void finish_at_exit() {
   if (g_finished.exchange(true)) return;
   try {
-    if (g_mode == accordo::Mode::Capture) {
-      accordo::capture_finish();
-    } else {
-      accordo::trace_finish();
+    switch (g_mode) {
+      case accordo::Mode::Capture:
+        accordo::capture_finish();
+        break;
+      case accordo::Mode::Time:
+        accordo::timer_finish();
+        break;
+      case accordo::Mode::Trace:
+        accordo::trace_finish();
+        break;
     }
   } catch (const std::exception& e) {
     accordo::log_error("writing the results failed: %s", e.what());
@@ -38,8 +45,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     accordo::Config config;
     if (!accordo::load_config(config)) return 1;  // already explained on stderr; the app runs untouched
     g_mode = config.mode;
-    const bool started =
-        config.mode == accordo::Mode::Capture ? accordo::capture_start(config) : accordo::trace_start(config);
+    bool started = false;
+    switch (config.mode) {
+      case accordo::Mode::Capture:
+        started = accordo::capture_start(config);
+        break;
+      case accordo::Mode::Time:
+        started = accordo::timer_start(config);
+        break;
+      case accordo::Mode::Trace:
+        started = accordo::trace_start(config);
+        break;
+    }
     if (!started) {
       accordo::log_error("setup failed; the application runs without Accordo");
       return 1;

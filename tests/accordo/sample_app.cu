@@ -1,7 +1,8 @@
-// Tiny CUDA program for the Accordo GPU tests. Usage: sample_app [ok|exit|crash] [n]
+// Tiny CUDA program for the Accordo GPU tests. Usage: sample_app [ok|exit|crash|graph] [n]
 //   ok    : scale x3, add_one<float> x2, return from main
 //   exit  : same, then exit(0) from main without cudaDeviceReset
 //   crash : scale, then bad_write, a kernel that writes to an invalid address
+//   graph : same as ok, with the last add_one launched through a CUDA graph (stream capture)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (int r = 0; r < 3; ++r) scale<<<grid, block>>>(in, out, n);
-  for (int r = 0; r < 2; ++r) add_one<float><<<grid, block>>>(out, n);
+  if (std::strcmp(mode, "graph") == 0) {
+    add_one<float><<<grid, block>>>(out, n);
+    cudaStream_t stream;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamCreate(&stream));
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    add_one<float><<<grid, block, 0, stream>>>(out, n);
+    CHECK(cudaStreamEndCapture(stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaStreamSynchronize(stream));
+  } else {
+    for (int r = 0; r < 2; ++r) add_one<float><<<grid, block>>>(out, n);
+  }
   CHECK(cudaGetLastError());
   CHECK(cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
   const float expected = 2.0f * 0.5f * (n - 1) + 3.0f;

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from accordo.capture import run_capture
+from accordo.timing import run_timed
 from accordo.trace import run_traced
-from intelliperf.errors import AppError
+from intelliperf.errors import AppError, ProfileError
 
 HERE = Path(__file__).resolve().parent
 SCALE = "scale(float const*, float*, int)"
@@ -33,6 +34,55 @@ def sample_app(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def per_thread_app(sample_app: Path) -> Path:
+    """sample_app built with --default-stream per-thread: its launches come through the _ptsz entry points."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    out = sample_app.parent / "sample_app_ptsz"
+    cmd = [nvcc, "-cudart", "static", "--default-stream", "per-thread", "-arch=sm_90", "-o", str(out),
+           str(HERE / "sample_app.cu")]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    ("app", "mode"), [("sample_app", "ok"), ("sample_app", "exit"), ("per_thread_app", "ok")]
+)
+def test_time_sample(
+    request: pytest.FixtureRequest, accordo_lib: Path, tmp_path: Path, app: str, mode: str
+) -> None:
+    """Time mode times exactly the launches of the matching kernel, in order, however the program ends and
+    whichever default stream it launches on; the others run untimed."""
+    binary = request.getfixturevalue(app)
+    run = run_timed([str(binary), mode], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
+                    library=accordo_lib)  # fmt: skip
+    assert run.stdout.strip() == "ok"
+    assert [(x.name, x.index) for x in run.launches] == [("_Z5scalePKfPfi", i) for i in range(3)]
+    assert {x.demangled for x in run.launches} == {SCALE}
+    assert all(0 < x.duration_ns < 5e6 for x in run.launches)
+    both = run_timed([str(binary), mode], kernel_regex="scale|add_one", cwd=tmp_path, timeout_s=120,
+                     library=accordo_lib)  # fmt: skip
+    assert [x.demangled for x in both.launches] == [SCALE] * 3 + [ADD_ONE] * 2
+
+
+def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    """A launch captured into a CUDA graph cannot be timed by events: the run says so instead of timing
+    fewer launches than ran."""
+    untouched = run_timed([str(sample_app), "graph"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
+                          library=accordo_lib)  # fmt: skip
+    assert len(untouched.launches) == 3
+    with pytest.raises(ProfileError, match=r"launch 1 of void add_one<float>.*captured into a CUDA graph"):
+        run_timed([str(sample_app), "graph"], kernel_regex="add_one", cwd=tmp_path, timeout_s=120,
+                  library=accordo_lib)  # fmt: skip
+
+
+def test_time_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    with pytest.raises(AppError, match="exited with code 1"):
+        run_timed([str(sample_app), "crash"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
+                  library=accordo_lib)  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["ok", "exit"])
@@ -218,3 +268,6 @@ def test_triton_kernel(gpu: None, accordo_lib: Path, tmp_path: Path) -> None:
     assert out.alloc_offset is not None
     values = after.view(np.float32, byte_offset=out.alloc_offset - (after.base - out.alloc_base), count=1000)
     np.testing.assert_array_equal(values, np.arange(1000, dtype=np.float32) + 1)
+    timed = run_timed([sys.executable, str(app)], kernel_regex="^add_kernel$", cwd=tmp_path, timeout_s=300,
+                      library=accordo_lib)  # fmt: skip
+    assert [x.index for x in timed.launches] == [0, 1]  # cuLaunchKernelEx, on PyTorch's stream

@@ -155,7 +155,12 @@ print("rc", lib.InitializeInjection())
     [
         ({}, "ACCORDO_OUTPUT is not set"),
         ({"ACCORDO_MODE": "bogus", "ACCORDO_OUTPUT": "x"}, "ACCORDO_MODE must be"),
-        ({"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set"),
+        ({"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in capture mode"),
+        ({"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in time mode"),
+        (
+            {"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": "x", "ACCORDO_KERNEL": "(unclosed"},
+            "ACCORDO_KERNEL='(unclosed' is not a valid regex",
+        ),
     ],
 )
 def test_injection_refuses_bad_configuration(accordo_lib: Path, env: dict[str, str], message: str) -> None:

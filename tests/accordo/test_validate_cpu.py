@@ -70,6 +70,8 @@ def test_cli_rejects_bad_options_before_running_anything() -> None:
     assert bad_kernel.exit_code == 2 and "not a valid regex" in bad_kernel.output
     one_run = runner.invoke(app, [*base, "--runs", "1"])
     assert one_run.exit_code == 2
+    bad_timer = runner.invoke(app, [*base, "--timer", "stopwatch"])
+    assert bad_timer.exit_code == 2 and "unknown timer 'stopwatch'; one of: events, cupti" in bad_timer.output
 
 
 def test_a_candidate_may_run_ten_times_the_slowest_reference_within_the_limit() -> None:

@@ -1,0 +1,22 @@
+// A gate: a one-thread kernel queued on a stream ahead of a timed launch that holds the stream until the
+// host says the launch is queued behind it. Without it, a start event recorded on an idle GPU would time
+// the host's own work too (the launch call, the first launch's lazy module load): 20-30 us on the first
+// launch of each example app, which moved 5-launch speedups by up to 16% (benchmarks/validate.py on an
+// H100). A CUDA-event harness holds the GPU the same way before it times anything.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+namespace accordo {
+
+// Queues the gate on `stream` of `context` (loading the gate's module into the context on first use).
+// On success sets `ticket`, to pass to gate_release; otherwise returns a description of the failure.
+std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket);
+
+// Opens every gate of `context` up to `ticket`. A gate also opens by itself after one second.
+void gate_release(CUcontext context, uint32_t ticket);
+
+}  // namespace accordo

@@ -1,0 +1,56 @@
+#include "launch.h"
+
+#include "dispatch.h"
+#include "log.h"
+
+namespace accordo {
+
+bool launch_args(CUpti_CallbackId cbid, const void* params, LaunchArgs& out) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+      const auto* p = static_cast<const cuLaunchKernel_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->hStream, false};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->hStream, true};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, false};
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
+      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, true};
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+const char* launch_kernel_name(const CUpti_CallbackData* info, const LaunchArgs& args) {
+  const char* name = info->symbolName;
+  if ((name == nullptr || *name == '\0') && drv::func_get_name(&name, args.function) != CUDA_SUCCESS) {
+    name = nullptr;
+  }
+  return name != nullptr && *name != '\0' ? name : "<unknown kernel>";
+}
+
+CUstream launch_stream(const LaunchArgs& args) {
+  return args.per_thread && args.stream == nullptr ? CU_STREAM_PER_THREAD : args.stream;
+}
+
+bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber) {
+  subscriber = nullptr;
+  bool ok = ACCORDO_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
+  for (const CUpti_CallbackId cbid : kLaunchCallbacks) {
+    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
+  return ok;
+}
+
+}  // namespace accordo

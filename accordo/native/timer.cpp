@@ -1,0 +1,237 @@
+#include "timer.h"
+
+#include <cupti.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "dispatch.h"
+#include "gate.h"
+#include "json_out.h"
+#include "kernel_table.h"
+#include "launch.h"
+#include "log.h"
+
+namespace accordo {
+
+namespace {
+
+// Event pairs whose end has not been read yet; past this many, finished pairs are read at each launch.
+constexpr size_t kHarvestAbove = 1024;
+
+struct TimedLaunch {
+  const KernelEntry* kernel = nullptr;  // in State::kernels, where entries never move
+  uint64_t index = 0;
+  CUevent start = nullptr;
+  CUevent end = nullptr;
+};
+
+struct State {
+  JsonlWriter writer;
+  std::mutex mutex;  // guards everything below
+  KernelTable kernels;
+  std::deque<TimedLaunch> pending;
+  bool finished = false;
+};
+
+State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
+
+struct InFlight {
+  bool active = false;
+  TimedLaunch launch;
+  CUstream stream = nullptr;
+  CUcontext context = nullptr;
+  uint32_t gate_ticket = 0;
+};
+thread_local InFlight t_launch;
+thread_local bool t_inside = false;  // in our own callback: the driver calls we make there are not the app's
+
+void write_line(const TimedLaunch& launch, const char* key, const std::string& value_json) {
+  std::string line;
+  line.reserve(192);
+  line += "{\"name\":";
+  append_json_string(line, launch.kernel->name);
+  line += ",\"demangled\":";
+  append_json_string(line, launch.kernel->demangled);
+  line += ",\"index\":";
+  line += std::to_string(launch.index);
+  line += ",\"";
+  line += key;
+  line += "\":";
+  line += value_json;
+  line += '}';
+  g->writer.write_line(line);
+}
+
+void write_error(const TimedLaunch& launch, const std::string& message) {
+  std::string quoted;
+  append_json_string(quoted, message);
+  write_line(launch, "error", quoted);
+}
+
+void destroy_events(const TimedLaunch& launch) {
+  for (CUevent event : {launch.start, launch.end}) {
+    if (event == nullptr) continue;
+    const CUresult r = drv::event_destroy(event);
+    if (r != CUDA_SUCCESS) log_error("%s", drv::describe("cuEventDestroy", r).c_str());
+  }
+}
+
+// Reads the finished pairs at the front of `pending`, in launch order. With `wait`, waits for every pair.
+void harvest(bool wait) {
+  while (!g->pending.empty()) {
+    const TimedLaunch& launch = g->pending.front();
+    const CUresult done = wait ? drv::event_synchronize(launch.end) : drv::event_query(launch.end);
+    if (done == CUDA_ERROR_NOT_READY && !wait) return;
+    if (done != CUDA_SUCCESS) {
+      write_error(launch, drv::describe(wait ? "cuEventSynchronize" : "cuEventQuery", done));
+    } else {
+      float ms = 0.0f;
+      const CUresult elapsed = drv::event_elapsed_time(&ms, launch.start, launch.end);
+      if (elapsed != CUDA_SUCCESS) {
+        write_error(launch, drv::describe("cuEventElapsedTime", elapsed));
+      } else {
+        write_line(launch, "ns", std::to_string(static_cast<double>(ms) * 1e6));
+      }
+    }
+    destroy_events(launch);
+    g->pending.pop_front();
+  }
+}
+
+void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
+  t_launch.active = false;
+  LaunchArgs args;
+  if (!launch_args(cbid, info->functionParams, args)) return;
+  const char* name = launch_kernel_name(info, args);
+
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  KernelEntry& kernel = g->kernels.entry(name);
+  if (!kernel.matched) return;
+  TimedLaunch launch;
+  launch.kernel = &kernel;
+  launch.index = kernel.next_index++;
+
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult capturing = drv::stream_is_capturing(args.stream, &capture_status, args.per_thread);
+  if (capturing != CUDA_SUCCESS) {
+    write_error(launch, drv::describe("cuStreamIsCapturing", capturing) + "; not timed");
+    return;
+  }
+  if (capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    write_error(launch, "the launch is being captured into a CUDA graph; not timed");
+    return;
+  }
+  for (CUevent* event : {&launch.start, &launch.end}) {
+    const CUresult created = drv::event_create(event, CU_EVENT_DEFAULT);
+    if (created != CUDA_SUCCESS) {
+      write_error(launch, drv::describe("cuEventCreate", created) + "; not timed");
+      destroy_events(launch);
+      return;
+    }
+  }
+  const CUstream stream = launch_stream(args);
+  uint32_t ticket = 0;
+  const std::string held = gate_hold(info->context, stream, ticket);
+  if (!held.empty()) {
+    write_error(launch, held + "; not timed");
+    destroy_events(launch);
+    return;
+  }
+  const CUresult recorded = drv::event_record(launch.start, stream);
+  if (recorded != CUDA_SUCCESS) {
+    gate_release(info->context, ticket);
+    write_error(launch, drv::describe("cuEventRecord before the kernel", recorded) + "; not timed");
+    destroy_events(launch);
+    return;
+  }
+  t_launch = {true, launch, stream, info->context, ticket};
+}
+
+void on_exit(const CUpti_CallbackData* info) {
+  if (!t_launch.active) return;
+  t_launch.active = false;
+  const TimedLaunch& launch = t_launch.launch;
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  const CUresult launched =
+      info->functionReturnValue != nullptr ? *static_cast<const CUresult*>(info->functionReturnValue) : CUDA_SUCCESS;
+  const CUresult recorded =
+      launched == CUDA_SUCCESS ? drv::event_record(launch.end, t_launch.stream) : CUDA_SUCCESS;
+  gate_release(t_launch.context, t_launch.gate_ticket);
+  if (launched != CUDA_SUCCESS || recorded != CUDA_SUCCESS) {
+    write_error(launch, launched != CUDA_SUCCESS ? drv::describe("the kernel launch", launched)
+                                                 : drv::describe("cuEventRecord after the kernel", recorded));
+    destroy_events(launch);
+    return;
+  }
+  g->pending.push_back(launch);
+  if (g->pending.size() > kHarvestAbove) harvest(false);
+}
+
+void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* data) {
+  if (g == nullptr || t_inside) return;
+  struct Inside {
+    Inside() { t_inside = true; }
+    ~Inside() { t_inside = false; }
+  } inside;
+  try {
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+      std::lock_guard<std::mutex> lock(g->mutex);  // the context's events go with it: read them now
+      harvest(true);
+      return;
+    }
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    const auto* info = static_cast<const CUpti_CallbackData*>(data);
+    if (info->callbackSite == CUPTI_API_ENTER) {
+      on_enter(cbid, info);
+    } else {
+      on_exit(info);
+    }
+  } catch (const std::exception& e) {
+    t_launch.active = false;
+    log_error("timing failed for this launch: %s", e.what());
+  } catch (...) {
+    t_launch.active = false;
+    log_error("timing failed for this launch");
+  }
+}
+
+}  // namespace
+
+bool timer_start(const Config& config) {
+  g = new State();
+  const std::string bad_pattern = g->kernels.set_pattern(config.kernel_regex);
+  if (!bad_pattern.empty()) {
+    log_error("%s", bad_pattern.c_str());
+    return false;
+  }
+  if (!g->writer.open(config.output)) return false;
+  g->writer.write_line("{\"accordo\":\"time\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
+  CUpti_SubscriberHandle subscriber = nullptr;
+  const bool ok = subscribe_launches(on_callback, subscriber) &&
+                  ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+  if (!ok) {
+    g->writer.discard();
+    return false;
+  }
+  return true;
+}
+
+void timer_finish() {
+  if (g == nullptr) return;
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  g->finished = true;
+  harvest(true);
+  g->writer.publish();
+}
+
+}  // namespace accordo

@@ -1,0 +1,118 @@
+"""Kernel time through libaccordo's time mode: each launch of the target kernel is timed by a pair of CUDA
+events recorded on its stream just before and just after it, with no CUPTI activity enabled.
+
+Why a second instrument beside the tracer: on an H100, CUPTI's activity records made some memory-bound
+kernels 3-5 us slower per launch (``benchmarks/speedup_probe.py``: reduction_bank's fixed kernel ran
+81.9 us under CUPTI and 78.4 us per launch back to back without it), which moved their measured speedups
+by 3-7%. Events add a fixed cost of their own (about 2.5 us per launch, the same for the reference and
+the candidate), as a standalone CUDA-event harness does.
+
+Time file (one per CUDA process; written to ``<path>.tmp`` and renamed when complete)::
+
+    {"accordo":"time","version":1,"pid":1234}
+    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":0,"ns":81234.5}
+    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":1,"error":"..."}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from intelliperf.errors import AppError, ProfileError, tail
+
+from .trace import accordo_messages, injection_env, jsonl_records, run_app
+
+__all__ = ["TimedLaunch", "TimedRun", "read_timing", "run_timed"]
+
+TIME_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TimedLaunch:
+    name: str
+    demangled: str
+    index: int  # 0, 1, 2, ... per kernel (mangled) name, in launch order
+    duration_ns: float
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    launches: tuple[TimedLaunch, ...]
+    wall_s: float
+    stdout: str
+    stderr: str
+
+
+def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
+    """The timed launches in a libaccordo time file, in launch order per kernel.
+
+    Raises ProfileError when the file is not a complete time file of this version, a line is malformed,
+    or a launch could not be timed (its line carries the reason: a CUDA graph capture, a failed launch).
+    """
+    launches = []
+    for where, record in jsonl_records(path, "time", TIME_VERSION):
+        if not isinstance(record, dict):
+            raise ProfileError(f"{where}: expected a JSON object")
+        name, demangled, index = record.get("name"), record.get("demangled"), record.get("index")
+        if not isinstance(name, str) or not isinstance(demangled, str):
+            raise ProfileError(f"{where}: field 'name' or 'demangled' is missing or not a string")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ProfileError(f"{where}: field 'index' is missing or not a non-negative integer")
+        if "error" in record:
+            raise ProfileError(f"launch {index} of {demangled} could not be timed: {record['error']}")
+        ns = record.get("ns")
+        if not isinstance(ns, int | float) or isinstance(ns, bool) or not math.isfinite(ns) or ns <= 0:
+            raise ProfileError(f"{where}: field 'ns' is missing or not a positive number")
+        launches.append(TimedLaunch(name=name, demangled=demangled, index=index, duration_ns=float(ns)))
+    return launches
+
+
+def run_timed(
+    cmd: Sequence[str],
+    *,
+    kernel_regex: str,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float,
+    library: str | os.PathLike[str] | None = None,
+) -> TimedRun:
+    """Run ``cmd`` with libaccordo's event timer on the kernels matching ``kernel_regex`` (ECMAScript,
+    searched in the mangled and the demangled name) and return their timed launches.
+
+    Raises AppError when the program is missing, exits non-zero, is killed or times out, and ProfileError
+    when no time file was completed or a launch could not be timed. A run that launched no matching
+    kernel returns no launches.
+    """
+    if not kernel_regex:
+        raise ValueError("kernel_regex must not be empty")
+    if library is None:
+        from accordo.build import native_library
+
+        library = native_library()
+    with tempfile.TemporaryDirectory(prefix="accordo-time-") as tmp:
+        out_dir = Path(tmp)
+        run_env = injection_env(
+            env, Path(library), "time", out_dir / "time-%p.jsonl", ACCORDO_KERNEL=kernel_regex
+        )
+        app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
+        if app.timed_out or app.returncode != 0:
+            raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
+        complete = sorted(out_dir.glob("time-*.jsonl"))
+        partial = sorted(out_dir.glob("time-*.jsonl.tmp"))
+        launches = [launch for path in complete for launch in read_timing(path)]
+    notes = accordo_messages(app.stderr)
+    if not complete:
+        why = (
+            "the program exited without running its exit handlers (os._exit, quick_exit, or a CUDA process "
+            "killed by its parent)"
+            if partial
+            else "CUDA never loaded libaccordo (the program did not initialize CUDA, or no NVIDIA driver is "
+            "present)"
+        )
+        raise ProfileError(f"no kernel times were written: {why}", log_tail=notes or None)
+    return TimedRun(launches=tuple(launches), wall_s=app.wall_s, stdout=app.stdout, stderr=app.stderr)
