@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -128,6 +128,12 @@ def submit(
     }
     # Core inserts (no unit of work): the rows are written now, in the caller's transaction
     connection = session.connection()
+    message = f"queued on {values['queue']}"
+    if scope is None and archive is None and connection.dialect.name == "postgresql":
+        # the common submission in one round trip: the job and its first event in one statement
+        event = {"event_at": now, "event_stage": "queued", "event_message": message}
+        connection.execute(_INSERT_JOB_WITH_EVENT, values | event)
+        return Job(**values), True
     if scope is None:  # nothing unique to collide on
         connection.execute(_INSERT_JOB, values)
     else:
@@ -141,7 +147,6 @@ def submit(
             return _same_or_conflict(existing, spec_hash), False
     if archive is not None:
         connection.execute(_INSERT_ARCHIVE, {"job_id": values["id"], "data": archive})
-    message = f"queued on {values['queue']}"
     connection.execute(
         _INSERT_EVENT,
         {"job_id": values["id"], "created_at": now, "kind": "state", "stage": "queued", "message": message},
@@ -153,6 +158,30 @@ def submit(
 _INSERT_JOB = insert(Job.__table__)
 _INSERT_ARCHIVE = insert(JobArchive.__table__)
 _INSERT_EVENT = insert(JobEvent.__table__)
+
+
+def _insert_job_with_event() -> Any:
+    """PostgreSQL: INSERT the job and, from its RETURNING, its first event ("state", the bound stage and
+    message) in one statement (a data-modifying CTE)."""
+    jobs, events = Job.__table__, JobEvent.__table__
+    new_job = (
+        insert(jobs)
+        .values({c.name: bindparam(c.name, type_=c.type) for c in jobs.columns})
+        .returning(jobs.c.id)
+        .cte("new_job")
+    )
+    row = select(
+        new_job.c.id,
+        bindparam("event_at", type_=events.c.created_at.type),
+        literal("state", type_=events.c.kind.type),
+        bindparam("event_stage", type_=events.c.stage.type),
+        bindparam("event_message", type_=events.c.message.type),
+    )
+    columns = ["job_id", "created_at", "kind", "stage", "message"]
+    return insert(events).add_cte(new_job).from_select(columns, row)
+
+
+_INSERT_JOB_WITH_EVENT = _insert_job_with_event()
 
 
 def _same_or_conflict(existing: Job, spec_hash: str) -> Job:
