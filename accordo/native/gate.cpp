@@ -93,4 +93,9 @@ void gate_release(CUcontext context, uint32_t ticket) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+void gate_forget(CUcontext context) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_gates->erase(context);
+}
+
 }  // namespace accordo

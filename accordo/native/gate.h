@@ -19,4 +19,8 @@ std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket);
 // Opens every gate of `context` up to `ticket`. A gate also opens by itself after one second.
 void gate_release(CUcontext context, uint32_t ticket);
 
+// Forgets `context` (about to be destroyed: its module and mapped flag go with it). A later context with
+// the same handle loads the gate afresh.
+void gate_forget(CUcontext context);
+
 }  // namespace accordo

@@ -185,6 +185,7 @@ void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
       std::lock_guard<std::mutex> lock(g->mutex);  // the context's events go with it: read them now
       harvest(true);
+      gate_forget(static_cast<const CUpti_ResourceData*>(data)->context);
       return;
     }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;

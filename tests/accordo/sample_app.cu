@@ -3,6 +3,7 @@
 //   exit  : same, then exit(0) from main without cudaDeviceReset
 //   crash : scale, then bad_write, a kernel that writes to an invalid address
 //   graph : same as ok, with the last add_one launched through a CUDA graph (stream capture)
+//   reset : same as ok, then cudaDeviceReset and one more scale in the new context
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -76,5 +77,14 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "exit") == 0) std::exit(0);
   CHECK(cudaFree(in));
   CHECK(cudaFree(out));
+  if (std::strcmp(mode, "reset") == 0) {
+    CHECK(cudaDeviceReset());
+    CHECK(cudaMalloc(&in, n * sizeof(float)));
+    CHECK(cudaMalloc(&out, n * sizeof(float)));
+    scale<<<grid, block>>>(in, out, n);
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(in));
+    CHECK(cudaFree(out));
+  }
   return 0;
 }

@@ -79,6 +79,15 @@ def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_
                   library=accordo_lib)  # fmt: skip
 
 
+def test_time_across_a_device_reset(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+    """cudaDeviceReset destroys the context with its events and the gate's module: the launches before it
+    are read first, and the one after it is timed in the new context."""
+    run = run_timed([str(sample_app), "reset"], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
+                    library=accordo_lib)  # fmt: skip
+    assert [x.index for x in run.launches] == [0, 1, 2, 3]
+    assert all(0 < x.duration_ns < 5e6 for x in run.launches)
+
+
 def test_time_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="exited with code 1"):
         run_timed([str(sample_app), "crash"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
