@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -131,36 +131,38 @@ def _launch_times(
     env: Mapping[str, str] | None,
     timeout_s: float,
     library: str | Path | None,
-) -> tuple[list[tuple[str, float]], float]:
-    """The target kernel's launches (mangled name, duration in ns) in launch order in one run of ``cmd``,
-    and the run's wall time."""
+) -> tuple[list[tuple[Hashable, float]], float]:
+    """The target kernel's launches in one run of ``cmd`` as (which kernel, duration in ns), each kernel's
+    launches in launch order, and the run's wall time. A kernel is its mangled name, and with the events
+    timer its process too (launch indices start again in every process)."""
     if timer == "events":
         timed = run_timed(
             cmd, kernel_regex=pattern.pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
         )
-        return [(x.name, x.duration_ns) for x in timed.launches], timed.wall_s
+        return [((x.process, x.name), x.duration_ns) for x in timed.launches], timed.wall_s
     traced = run_traced(cmd, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
     matching = [x for x in traced.launches if pattern.search(x.name) or pattern.search(x.demangled)]
     return [(x.name, float(x.duration_ns)) for x in matching], traced.wall_s
 
 
-def warm_durations(launches: Sequence[tuple[str, float]], warmup: int) -> list[float]:
-    """The durations of ``launches`` (name, ns; in launch order) without the first ``warmup`` launches of
-    each kernel name, unless that kernel ran no more than ``warmup`` times (then all of its launches stay).
+def warm_durations(launches: Sequence[tuple[Hashable, float]], warmup: int) -> list[float]:
+    """The durations of ``launches`` ((kernel, ns), each kernel's in launch order) without the first
+    ``warmup`` launches of each kernel, unless that kernel ran no more than ``warmup`` times (then all of
+    its launches stay).
 
     Why: a kernel's first launch in a process runs cold (instruction caches, TLBs, L2, a lazily loaded
     module): on an H100 it took 7-11 us longer than the launches after it, which in a 5-launch run of a
     32 us kernel moved the speedup by 7% against a warmed-up harness."""
     if warmup < 0:
         raise ValueError("warmup must not be negative")
-    per_name: dict[str, int] = {}
-    for name, _ in launches:
-        per_name[name] = per_name.get(name, 0) + 1
-    seen: dict[str, int] = {}
+    per_kernel: dict[Hashable, int] = {}
+    for kernel, _ in launches:
+        per_kernel[kernel] = per_kernel.get(kernel, 0) + 1
+    seen: dict[Hashable, int] = {}
     kept = []
-    for name, ns in launches:
-        seen[name] = seen.get(name, 0) + 1
-        if per_name[name] <= warmup or seen[name] > warmup:
+    for kernel, ns in launches:
+        seen[kernel] = seen.get(kernel, 0) + 1
+        if per_kernel[kernel] <= warmup or seen[kernel] > warmup:
             kept.append(ns)
     return kept
 
@@ -199,6 +201,7 @@ def measure_speedup(
     kernel_ns: dict[str, list[float]] = {"reference": [], "candidate": []}
     wall: dict[str, list[float]] = {"reference": [], "candidate": []}
     counts: dict[str, list[int]] = {"reference": [], "candidate": []}
+    left_out = False
     for i in range(runs):
         for side, (cmd, cwd) in sides.items():
             launches, wall_s = _launch_times(
@@ -211,7 +214,9 @@ def measure_speedup(
                     f"the {side} launched the kernel {counts[side][0]} times in its first timed run and "
                     f"{len(launches)} times in run {i + 1}"
                 )
-            kernel_ns[side].append(sum(warm_durations(launches, warmup_launches)))
+            warm = warm_durations(launches, warmup_launches)
+            left_out = left_out or len(warm) < len(launches)
+            kernel_ns[side].append(sum(warm))
             wall[side].append(wall_s)
             counts[side].append(len(launches))
         if progress is not None:
@@ -225,7 +230,7 @@ def measure_speedup(
         if min_runs is not None and i + 1 >= min_runs and result.significant:
             break
     notes = []
-    if warmup_launches:
+    if left_out:
         notes.append(f"the first {warmup_launches} launch(es) of each kernel per run left out as warm-up")
     if min_runs is not None and result.runs < runs:
         notes.append(f"stopped after {result.runs} pairs, the interval excluding 1")

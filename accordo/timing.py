@@ -10,7 +10,7 @@ the candidate), as a standalone CUDA-event harness does.
 Time file (one per CUDA process; written to ``<path>.tmp`` and renamed when complete)::
 
     {"accordo":"time","version":1,"pid":1234}
-    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":0,"ns":81234.5}
+    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":0,"ns":81234}
     {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":1,"error":"..."}
 """
 
@@ -36,8 +36,9 @@ TIME_VERSION = 1
 class TimedLaunch:
     name: str
     demangled: str
-    index: int  # 0, 1, 2, ... per kernel (mangled) name, in launch order
+    index: int  # 0, 1, 2, ... per kernel (mangled) name and process, in launch order
     duration_ns: float
+    process: int  # the pid in the file's header
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,22 @@ class TimedRun:
 
 
 def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
-    """The timed launches in a libaccordo time file, in launch order per kernel.
+    """The timed launches in a libaccordo time file: the kernels in the order they were first seen, each
+    kernel's launches in launch order (a multi-threaded program may finish them in another order).
 
     Raises ProfileError when the file is not a complete time file of this version, a line is malformed,
     or a launch could not be timed (its line carries the reason: a CUDA graph capture, a failed launch).
     """
+    header, records = jsonl_records(path, "time", TIME_VERSION)
+    process = header.get("pid")
+    if not isinstance(process, int) or isinstance(process, bool):
+        raise ProfileError(f"{path}: the header has no integer 'pid'")
     launches = []
-    for where, record in jsonl_records(path, "time", TIME_VERSION):
+    for where, record in records:
         if not isinstance(record, dict):
             raise ProfileError(f"{where}: expected a JSON object")
+        if "error" in record and "name" not in record:
+            raise ProfileError(f"libaccordo could not time the run: {record['error']}")
         name, demangled, index = record.get("name"), record.get("demangled"), record.get("index")
         if not isinstance(name, str) or not isinstance(demangled, str):
             raise ProfileError(f"{where}: field 'name' or 'demangled' is missing or not a string")
@@ -68,8 +76,9 @@ def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
         ns = record.get("ns")
         if not isinstance(ns, int | float) or isinstance(ns, bool) or not math.isfinite(ns) or ns <= 0:
             raise ProfileError(f"{where}: field 'ns' is missing or not a positive number")
-        launches.append(TimedLaunch(name=name, demangled=demangled, index=index, duration_ns=float(ns)))
-    return launches
+        launches.append(TimedLaunch(name, demangled, index, float(ns), process))
+    first_seen = {name: rank for rank, name in enumerate(dict.fromkeys(x.name for x in launches))}
+    return sorted(launches, key=lambda x: (first_seen[x.name], x.index))
 
 
 def run_timed(

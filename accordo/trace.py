@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import run_process
@@ -126,9 +127,11 @@ def _launch(record: object, where: str) -> KernelLaunch:
     return launch
 
 
-def jsonl_records(path: str | os.PathLike[str], kind: str, version: int) -> list[tuple[str, object]]:
-    """The records after the header of a libaccordo JSON Lines file of ``kind`` ("trace", "time"), each
-    with its "<path>:<line>" for messages.
+def jsonl_records(
+    path: str | os.PathLike[str], kind: str, version: int
+) -> tuple[dict[str, Any], list[tuple[str, object]]]:
+    """The header of a libaccordo JSON Lines file of ``kind`` ("trace", "time") and the records after it,
+    each with its "<path>:<line>" for messages.
 
     Raises ProfileError when the file is missing, empty, not of that kind, of another version, or has a
     malformed or truncated line.
@@ -166,7 +169,7 @@ def jsonl_records(path: str | os.PathLike[str], kind: str, version: int) -> list
             records.append((where, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{where}: malformed {kind} line ({exc.msg})") from None
-    return records
+    return header, records
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
@@ -175,7 +178,8 @@ def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
     Raises ProfileError when the file is missing, empty, not an Accordo trace, of another version, or has a
     malformed or truncated line.
     """
-    launches = [_launch(record, where) for where, record in jsonl_records(path, "trace", TRACE_VERSION)]
+    _, records = jsonl_records(path, "trace", TRACE_VERSION)
+    launches = [_launch(record, where) for where, record in records]
     launches.sort(key=lambda launch: (launch.start, launch.corr))
     return launches
 

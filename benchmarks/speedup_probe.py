@@ -127,22 +127,23 @@ def harness_under_cupti(example: dict) -> dict[str, object]:
     apps = {"original": example["app"], "fixed": example["fixed_app"]}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        shapes = {}
+        shapes, names = {}, set()
         for side in ("original", "fixed"):
             compile_cubin(folder / sources[side], work / f"{side}.cubin")
             capture = run_capture([apps[side], "5"], kernel_regex=pattern, cwd=folder, timeout_s=600,
                                   output_dir=work / side)  # fmt: skip
             name = capture.capture.launches[0].name
+            names.add(name)
             traced = run_traced([apps[side], "5"], cwd=folder, timeout_s=120)
             shape = next(x for x in traced.launches if x.name == name)
             shapes[side] = {"grid": shape.grid, "block": shape.block, "smem": shape.smem}
         (work / "shapes.json").write_text(json.dumps(shapes))
         child = run_traced([sys.executable, __file__, "--child", str(work)], cwd=ROOT, timeout_s=600)
         events = json.loads((work / "events.json").read_text())
-    kernel = [x.duration_ns for x in child.launches if x.name == name]
+    kernel = [x.duration_ns for x in child.launches if x.name in names]
     per_side = HARNESS_WARMUP + HARNESS_LAUNCHES
     if len(kernel) != 2 * per_side:
-        return {"error": f"expected {2 * per_side} traced harness launches of {name}, got {len(kernel)}"}
+        return {"error": f"expected {2 * per_side} traced harness launches of {names}, got {len(kernel)}"}
     cupti = {
         "original": statistics.median(kernel[HARNESS_WARMUP:per_side]),
         "fixed": statistics.median(kernel[per_side + HARNESS_WARMUP :]),

@@ -162,6 +162,10 @@ def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
     }
 
 
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
 def fixed_source(example: dict) -> str:
     source = Path(example["source"])
     return f"{source.stem}_fixed{source.suffix}"
@@ -244,9 +248,9 @@ def main() -> int:
         print(
             f"{r['pair']:<20} {r['capture_ratio']:>13.2f} {s.get('accordo_speedup', nan):>10.3f} "
             f"{s.get('harness_speedup', nan):>10.3f} {s.get('speedup_error', nan):>7.2%} "
-            f"{s.get('accordo_cupti_speedup') or nan:>9.3f} {s.get('speedup_error_cupti') or nan:>7.2%} "
+            f"{_or_nan(s.get('accordo_cupti_speedup')):>9.3f} {_or_nan(s.get('speedup_error_cupti')):>7.2%} "
             f"{s.get('harness_batched_speedup', nan):>10.3f} {s.get('harness_speedup_cold_l2', nan):>8.3f} "
-            f"{s.get('speedup_cv') or nan:>7.2%}"
+            f"{_or_nan(s.get('speedup_cv')):>7.2%}"
         )
     print()
     print(

@@ -10,8 +10,8 @@ namespace accordo {
 
 namespace {
 
-// Spins until the mapped host word at `flag` has reached `ticket` (in wrap-around order) or one second
-// of %globaltimer has passed.
+// Spins until the mapped host word at `flag` (the ticket's slot) has reached `ticket` (in wrap-around order)
+// or one second of %globaltimer has passed.
 constexpr char kGatePtx[] = R"(.version 7.0
 .target sm_70
 .address_size 64
@@ -37,11 +37,16 @@ DONE:
 }
 )";
 
+// One mapped word per in-flight ticket (ticket % kSlots), so that releasing one launch's gate opens no other
+// thread's: a gate waits until its own slot holds its ticket or a later one.
+constexpr uint32_t kSlots = 1024;
+
 struct ContextGate {
   CUfunction function = nullptr;
-  volatile uint32_t* host_flag = nullptr;  // page-locked, mapped into the device
-  CUdeviceptr device_flag = 0;
+  volatile uint32_t* host_slots = nullptr;  // page-locked, mapped into the device
+  CUdeviceptr device_slots = 0;
   uint32_t next_ticket = 0;
+  std::string failure;  // why the gate could not be set up in this context (not retried)
 };
 
 std::mutex g_mutex;
@@ -54,12 +59,12 @@ std::string load(ContextGate& gate) {
   r = drv::module_get_function(&gate.function, module, "accordo_gate");
   if (r != CUDA_SUCCESS) return drv::describe("cuModuleGetFunction (the gate kernel)", r);
   void* host = nullptr;
-  r = drv::mem_host_alloc(&host, sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
-  if (r != CUDA_SUCCESS) return drv::describe("cuMemHostAlloc (the gate flag)", r);
-  gate.host_flag = static_cast<volatile uint32_t*>(host);
-  *gate.host_flag = 0;
-  r = drv::mem_host_get_device_pointer(&gate.device_flag, host, 0);
-  if (r != CUDA_SUCCESS) return drv::describe("cuMemHostGetDevicePointer (the gate flag)", r);
+  r = drv::mem_host_alloc(&host, kSlots * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+  if (r != CUDA_SUCCESS) return drv::describe("cuMemHostAlloc (the gate flags)", r);
+  gate.host_slots = static_cast<volatile uint32_t*>(host);
+  for (uint32_t i = 0; i < kSlots; ++i) gate.host_slots[i] = 0;
+  r = drv::mem_host_get_device_pointer(&gate.device_slots, host, 0);
+  if (r != CUDA_SUCCESS) return drv::describe("cuMemHostGetDevicePointer (the gate flags)", r);
   return std::string();
 }
 
@@ -68,15 +73,14 @@ std::string load(ContextGate& gate) {
 std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket) {
   std::lock_guard<std::mutex> lock(g_mutex);
   ContextGate& gate = (*g_gates)[context];
-  if (gate.function == nullptr || gate.device_flag == 0) {
-    const std::string problem = load(gate);
-    if (!problem.empty()) {
-      g_gates->erase(context);
-      return problem;
-    }
+  if (!gate.failure.empty()) return gate.failure;
+  if (gate.function == nullptr || gate.device_slots == 0) {
+    gate.failure = load(gate);
+    if (!gate.failure.empty()) return gate.failure;
   }
   uint32_t next = gate.next_ticket + 1;
-  void* args[] = {&gate.device_flag, &next};
+  CUdeviceptr slot = gate.device_slots + sizeof(uint32_t) * (next % kSlots);
+  void* args[] = {&slot, &next};
   const CUresult r = drv::launch_kernel(gate.function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr);
   if (r != CUDA_SUCCESS) return drv::describe("cuLaunchKernel (the gate kernel)", r);
   gate.next_ticket = next;
@@ -87,9 +91,9 @@ std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket) {
 void gate_release(CUcontext context, uint32_t ticket) {
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto it = g_gates->find(context);
-  if (it == g_gates->end() || it->second.host_flag == nullptr) return;
-  volatile uint32_t* flag = it->second.host_flag;
-  if (static_cast<int32_t>(ticket - *flag) > 0) *flag = ticket;
+  if (it == g_gates->end() || it->second.host_slots == nullptr) return;
+  volatile uint32_t* slot = it->second.host_slots + ticket % kSlots;
+  if (static_cast<int32_t>(ticket - *slot) > 0) *slot = ticket;
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 

@@ -12,11 +12,14 @@
 
 namespace accordo {
 
-// Queues the gate on `stream` of `context` (loading the gate's module into the context on first use).
-// On success sets `ticket`, to pass to gate_release; otherwise returns a description of the failure.
+constexpr double kGateTimeoutS = 1.0;  // the gate kernel's own limit (gate.cpp's PTX)
+
+// Queues the gate on `stream` of `context` (loading the gate's module into the context on first use; a
+// context where that failed keeps failing with the same description). On success sets `ticket`, to pass to
+// gate_release; otherwise returns a description of the failure.
 std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket);
 
-// Opens every gate of `context` up to `ticket`. A gate also opens by itself after one second.
+// Opens the gate of `ticket` in `context`. A gate also opens by itself after one second (kGateTimeoutS).
 void gate_release(CUcontext context, uint32_t ticket);
 
 // Forgets `context` (about to be destroyed: its module and mapped flag go with it). A later context with

@@ -3,7 +3,10 @@
 #include <cupti.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -32,7 +35,8 @@ struct TimedLaunch {
 
 struct State {
   JsonlWriter writer;
-  std::mutex mutex;  // guards everything below
+  bool gated = true;  // false under CUDA_LAUNCH_BLOCKING=1, where a launch returns only once it ran
+  std::mutex mutex;   // guards everything below
   KernelTable kernels;
   std::deque<TimedLaunch> pending;
   bool finished = false;
@@ -45,7 +49,8 @@ struct InFlight {
   TimedLaunch launch;
   CUstream stream = nullptr;
   CUcontext context = nullptr;
-  uint32_t gate_ticket = 0;
+  uint32_t gate_ticket = 0;  // 0: no gate
+  std::chrono::steady_clock::time_point gated_at;
 };
 thread_local InFlight t_launch;
 thread_local bool t_inside = false;  // in our own callback: the driver calls we make there are not the app's
@@ -95,7 +100,8 @@ void harvest(bool wait) {
       if (elapsed != CUDA_SUCCESS) {
         write_error(launch, drv::describe("cuEventElapsedTime", elapsed));
       } else {
-        write_line(launch, "ns", std::to_string(static_cast<double>(ms) * 1e6));
+        // whole nanoseconds (events resolve about 0.5 us): no decimal point, whatever the app's locale
+        write_line(launch, "ns", std::to_string(std::llround(static_cast<double>(ms) * 1e6)));
       }
     }
     destroy_events(launch);
@@ -137,36 +143,50 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   }
   const CUstream stream = launch_stream(args);
   uint32_t ticket = 0;
-  const std::string held = gate_hold(info->context, stream, ticket);
-  if (!held.empty()) {
-    write_error(launch, held + "; not timed");
-    destroy_events(launch);
-    return;
+  if (g->gated) {
+    const std::string held = gate_hold(info->context, stream, ticket);
+    if (!held.empty()) {
+      write_error(launch, held + "; not timed");
+      destroy_events(launch);
+      return;
+    }
   }
   const CUresult recorded = drv::event_record(launch.start, stream);
   if (recorded != CUDA_SUCCESS) {
-    gate_release(info->context, ticket);
+    if (ticket != 0) gate_release(info->context, ticket);
     write_error(launch, drv::describe("cuEventRecord before the kernel", recorded) + "; not timed");
     destroy_events(launch);
     return;
   }
-  t_launch = {true, launch, stream, info->context, ticket};
+  t_launch = {true, launch, stream, info->context, ticket, std::chrono::steady_clock::now()};
 }
 
 void on_exit(const CUpti_CallbackData* info) {
   if (!t_launch.active) return;
   t_launch.active = false;
   const TimedLaunch& launch = t_launch.launch;
-  std::lock_guard<std::mutex> lock(g->mutex);
-  if (g->finished) return;
   const CUresult launched =
       info->functionReturnValue != nullptr ? *static_cast<const CUresult*>(info->functionReturnValue) : CUDA_SUCCESS;
   const CUresult recorded =
       launched == CUDA_SUCCESS ? drv::event_record(launch.end, t_launch.stream) : CUDA_SUCCESS;
-  gate_release(t_launch.context, t_launch.gate_ticket);
-  if (launched != CUDA_SUCCESS || recorded != CUDA_SUCCESS) {
-    write_error(launch, launched != CUDA_SUCCESS ? drv::describe("the kernel launch", launched)
-                                                 : drv::describe("cuEventRecord after the kernel", recorded));
+  // open the gate before anything that may wait (the state lock, a harvest): the stream is held until then
+  if (t_launch.gate_ticket != 0) gate_release(t_launch.context, t_launch.gate_ticket);
+  const double held_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_launch.gated_at).count();
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  std::string problem;
+  if (launched != CUDA_SUCCESS) {
+    problem = drv::describe("the kernel launch", launched);
+  } else if (recorded != CUDA_SUCCESS) {
+    problem = drv::describe("cuEventRecord after the kernel", recorded);
+  } else if (t_launch.gate_ticket != 0 && held_s >= 0.9 * kGateTimeoutS) {
+    // the gate may have opened on its own before the launch was queued: host time would be counted
+    problem = "the launch call took " + std::to_string(held_s) + " s, about as long as the gate holds the "
+              "stream; not timed";
+  }
+  if (!problem.empty()) {
+    write_error(launch, problem);
     destroy_events(launch);
     return;
   }
@@ -208,19 +228,31 @@ void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti
 
 bool timer_start(const Config& config) {
   g = new State();
+  if (!g->writer.open(config.output)) return false;
+  g->writer.write_line("{\"accordo\":\"time\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
   const std::string bad_pattern = g->kernels.set_pattern(config.kernel_regex);
   if (!bad_pattern.empty()) {
     log_error("%s", bad_pattern.c_str());
+    std::string line = "{\"error\":";
+    append_json_string(line, bad_pattern);
+    g->writer.write_line(line + "}");
+    g->writer.publish();  // a complete file that says why nothing was timed
+    g = nullptr;
     return false;
   }
-  if (!g->writer.open(config.output)) return false;
-  g->writer.write_line("{\"accordo\":\"time\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
+  const char* blocking = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (blocking != nullptr && std::string(blocking) == "1") {
+    g->gated = false;  // a gate would hold every blocking launch for its full second
+    log_error("CUDA_LAUNCH_BLOCKING=1: launches are timed without a gate; the start events may count host time");
+  }
   CUpti_SubscriberHandle subscriber = nullptr;
   const bool ok = subscribe_launches(on_callback, subscriber) &&
                   ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                                     CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
   if (!ok) {
+    if (subscriber != nullptr) ACCORDO_CUPTI(cuptiUnsubscribe(subscriber));
     g->writer.discard();
+    g = nullptr;  // a callback still delivered finds no state and does nothing
     return false;
   }
   return true;

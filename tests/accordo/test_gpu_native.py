@@ -66,6 +66,7 @@ def test_time_sample(
     both = run_timed([str(binary), mode], kernel_regex="scale|add_one", cwd=tmp_path, timeout_s=120,
                      library=accordo_lib)  # fmt: skip
     assert [x.demangled for x in both.launches] == [SCALE] * 3 + [ADD_ONE] * 2
+    assert both.wall_s < 4.0  # a gate that never opened would hold each of the 5 launches for 1 s
 
 
 def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:

@@ -29,6 +29,22 @@ def test_reads_the_recorded_time_files() -> None:
     assert all(95_000 < x.duration_ns < 130_000 for x in timed)
 
 
+def test_launches_keep_their_process_and_are_ordered_by_index_per_kernel(tmp_path: Path) -> None:
+    """A multi-threaded program may finish launches out of order; each kernel's come back in launch order,
+    the kernels in the order first seen, each tagged with its process (indices restart in every one)."""
+    assert {x.process for x in read_timing(RECORDED / "time_reduction.jsonl")} == {1967}
+    other = {**GOOD, "name": "_Z5otherv", "demangled": "other()"}
+    path = write(tmp_path / "t.jsonl", [{**GOOD, "index": 1}, other, GOOD, {**other, "index": 1}])
+    assert [(x.name, x.index) for x in read_timing(path)] == [
+        (BLOCK_REDUCE, 0), (BLOCK_REDUCE, 1), ("_Z5otherv", 0), ("_Z5otherv", 1)
+    ]  # fmt: skip
+
+
+def test_each_process_leaves_out_its_own_cold_launch() -> None:
+    runs = [((1, "k"), 9.0), ((1, "k"), 1.0), ((2, "k"), 8.0), ((2, "k"), 2.0), ((1, "k"), 1.5)]
+    assert warm_durations(runs, 1) == [1.0, 2.0, 1.5]
+
+
 def test_the_first_launch_runs_cold_and_is_left_out() -> None:
     """In the recording, launch 0 of each program took 6-7 us longer than the others; left in, it would
     shift a 5-launch speedup by several percent."""
@@ -88,6 +104,9 @@ GOOD = {"name": BLOCK_REDUCE, "demangled": "block_reduce(float const*, float*, i
         ([{**GOOD, "name": None}], None, "'name' or 'demangled' is missing"),
         ([[1, 2]], None, "expected a JSON object"),
         ([GOOD], {"accordo": "trace", "version": 1}, "is not an Accordo time file"),
+        ([GOOD], {"accordo": "time", "version": 1}, "the header has no integer 'pid'"),
+        ([{"error": "ACCORDO_KERNEL='(' is not a valid regex"}], None,
+         r"libaccordo could not time the run: ACCORDO_KERNEL='\('"),
         ([GOOD], {"accordo": "time", "version": 2}, "of version 2; this reader knows 1"),
     ],
 )  # fmt: skip
