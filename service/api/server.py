@@ -59,13 +59,13 @@ def freeze_startup_heap() -> int:
     return gc.get_freeze_count()
 
 
-def _run(host: str, port: int, options: dict[str, Any]) -> None:
+def _run(host: str, port: int, options: dict[str, Any], *, migrate: bool = True) -> None:
     import uvicorn
 
     from service.api.app import create_app
 
     sock = bind(host, port)
-    app = create_app()
+    app = create_app(migrate=migrate)
     freeze_startup_heap()
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options)).run(sockets=[sock])
 
@@ -76,9 +76,21 @@ def serve(host: str, port: int, workers: int, *, log_level: str = "info", access
     if workers <= 1:
         _run(host, port, options)
         return 0
+    # the schema is brought up to date once, here: processes that each migrated a fresh database at the same
+    # time raced (one of them failed creating a table the other had just made, and took the server down)
+    from service.db.migrate import upgrade
+    from service.settings import get_service_settings
+
+    upgrade(get_service_settings().resolved_database_url)
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=_run, args=(host, port, options), name=f"intelliperf-api-{n}", daemon=False)
+        context.Process(
+            target=_run,
+            args=(host, port, options),
+            kwargs={"migrate": False},
+            name=f"intelliperf-api-{n}",
+            daemon=False,
+        )
         for n in range(workers)
     ]
     stopping = False

@@ -93,3 +93,41 @@ def test_two_server_processes_serve_the_port_and_stop_on_sigterm(tmp_path: Path)
             process.wait()
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+
+
+def test_several_processes_are_served_after_one_migration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --workers N the parent migrates the database once and the processes do not: N processes that
+    each migrated a fresh database at once raced to create its tables, and the loser took the server down."""
+    import service.db.migrate
+    import service.settings
+
+    migrated: list[str] = []
+    started: list[dict[str, object]] = []
+
+    class FakeProcess:
+        def __init__(self, **kwargs: object) -> None:
+            self.kwargs, self.exitcode = kwargs, 0
+
+        def start(self) -> None:
+            started.append(self.kwargs)
+
+        def is_alive(self) -> bool:
+            return False
+
+        def join(self, timeout: float | None = None) -> None:
+            pass
+
+    class Context:
+        Process = FakeProcess
+
+    monkeypatch.setattr(service.db.migrate, "upgrade", migrated.append)
+    monkeypatch.setattr(
+        service.settings,
+        "get_service_settings",
+        lambda: type("S", (), {"resolved_database_url": "sqlite://x"}),
+    )
+    monkeypatch.setattr(server.multiprocessing, "get_context", lambda method: Context)
+    server.serve("127.0.0.1", 0, 3)
+    assert migrated == ["sqlite://x"]
+    assert [s["kwargs"] for s in started] == [{"migrate": False}] * 3
+    assert {s["target"] for s in started} == {server._run}
