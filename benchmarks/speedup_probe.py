@@ -31,11 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from accordo.capture import run_capture  # noqa: E402
 from accordo.signature import kernel_pattern  # noqa: E402
 from accordo.trace import run_traced  # noqa: E402
-from benchmarks.event_harness import EventHarness, compile_cubin  # noqa: E402
-from benchmarks.validate import fixed_source  # noqa: E402
+from benchmarks.event_harness import EventHarness  # noqa: E402
+from benchmarks.validate import first_launch, prepare_pair  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 DEFAULT = ["reduction_bank", "strided_copy", "atomic_reduction", "histogram_atomic", "transpose_bank"]
@@ -68,20 +67,8 @@ def traced_durations(example: dict, iterations: str, runs: int = 3) -> dict[str,
 
 
 def harness_row(example: dict) -> dict[str, object]:
-    folder = EXAMPLES / example["name"]
-    pattern = kernel_pattern(example["kernel"])
-    sources = {"original": example["source"], "fixed": fixed_source(example)}
-    apps = {"original": example["app"], "fixed": example["fixed_app"]}
     with tempfile.TemporaryDirectory() as tmp, EventHarness() as harness:
-        prepared = {}
-        for side in ("original", "fixed"):
-            cubin = compile_cubin(folder / sources[side], Path(tmp) / f"{side}.cubin")
-            capture = run_capture([apps[side], "5"], kernel_regex=pattern, cwd=folder, timeout_s=600)
-            first_capture = capture.capture.launches[0]
-            traced = run_traced([apps[side], "5"], cwd=folder, timeout_s=120)
-            shape = next(x for x in traced.launches if x.name == first_capture.name)
-            kernel = harness.load(cubin, first_capture.name)
-            prepared[side] = harness.prepare(kernel, first_capture, shape.grid, shape.block, shape.smem)
+        prepared = prepare_pair(harness, example, Path(tmp))
         events = harness.speedup(prepared["original"], prepared["fixed"])
         batch = {side: statistics.median(harness.time_batched(prepared[side])) for side in prepared}
     return {
@@ -121,22 +108,13 @@ def harness_child(folder: Path) -> None:
 
 
 def harness_under_cupti(example: dict) -> dict[str, object]:
-    folder = EXAMPLES / example["name"]
-    pattern = kernel_pattern(example["kernel"])
-    sources = {"original": example["source"], "fixed": fixed_source(example)}
-    apps = {"original": example["app"], "fixed": example["fixed_app"]}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shapes, names = {}, set()
         for side in ("original", "fixed"):
-            compile_cubin(folder / sources[side], work / f"{side}.cubin")
-            capture = run_capture([apps[side], "5"], kernel_regex=pattern, cwd=folder, timeout_s=600,
-                                  output_dir=work / side)  # fmt: skip
-            name = capture.capture.launches[0].name
-            names.add(name)
-            traced = run_traced([apps[side], "5"], cwd=folder, timeout_s=120)
-            shape = next(x for x in traced.launches if x.name == name)
-            shapes[side] = {"grid": shape.grid, "block": shape.block, "smem": shape.smem}
+            first = first_launch(example, side, work, capture_dir=work / side)
+            names.add(first.launch.name)
+            shapes[side] = {"grid": first.shape.grid, "block": first.shape.block, "smem": first.shape.smem}
         (work / "shapes.json").write_text(json.dumps(shapes))
         child = run_traced([sys.executable, __file__, "--child", str(work)], cwd=ROOT, timeout_s=600)
         events = json.loads((work / "events.json").read_text())

@@ -23,18 +23,19 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from accordo.capture import run_capture  # noqa: E402
+from accordo.capture import Launch, run_capture  # noqa: E402
 from accordo.signature import kernel_pattern  # noqa: E402
 from accordo.speedup import measure_speedup  # noqa: E402
-from accordo.trace import run_traced  # noqa: E402
+from accordo.trace import KernelLaunch, run_traced  # noqa: E402
 from accordo.validate import ValidationOptions, validate  # noqa: E402
 from benchmarks.common import device_name, plain_wall  # noqa: E402
-from benchmarks.event_harness import EventHarness, compile_cubin  # noqa: E402
+from benchmarks.event_harness import EventHarness, PreparedLaunch, compile_cubin  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 CASES = EXAMPLES / "accordo_cases"
@@ -130,17 +131,8 @@ def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
 
     medians = [accordo("events") for _ in range(repeats)]
     cupti = accordo("cupti") if with_cupti else None
-    sources = {"original": folder / example["source"], "fixed": folder / fixed_source(example)}
     with tempfile.TemporaryDirectory() as tmp, EventHarness() as harness:
-        prepared = {}
-        for side, argv in (("original", ref), ("fixed", cand)):
-            cubin = compile_cubin(sources[side], Path(tmp) / f"{side}.cubin")
-            capture = run_capture(argv, kernel_regex=pattern, cwd=folder, timeout_s=600)
-            launch = capture.capture.launches[0]
-            traced = run_traced(argv, cwd=folder, timeout_s=120)
-            first = next(x for x in traced.launches if x.name == launch.name)
-            loaded = harness.load(cubin, launch.name)
-            prepared[side] = harness.prepare(loaded, launch, first.grid, first.block, first.smem)
+        prepared = prepare_pair(harness, example, Path(tmp))
         warm = harness.speedup(prepared["original"], prepared["fixed"])
         cold = harness.speedup(prepared["original"], prepared["fixed"], flush_l2_bytes=L2_FLUSH_BYTES)
         batched = {side: statistics.median(harness.time_batched(prepared[side])) for side in prepared}
@@ -160,6 +152,41 @@ def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
         if repeats > 1
         else None,
     }
+
+
+@dataclass(frozen=True)
+class FirstLaunch:
+    """One side of an example pair, ready for the harness: its kernel compiled to a cubin, the first captured
+    launch of the kernel (its inputs) and that launch's grid, block and shared memory from a trace."""
+
+    cubin: Path
+    launch: Launch
+    shape: KernelLaunch
+
+
+def first_launch(example: dict, side: str, workdir: Path, *, capture_dir: Path | None = None) -> FirstLaunch:
+    """``side`` ("original" or "fixed") of ``example``, run with ITERATIONS launches; the cubin goes to
+    ``workdir/<side>.cubin``, the capture files to ``capture_dir`` (kept) or a temporary directory."""
+    folder = EXAMPLES / example["name"]
+    source = example["source"] if side == "original" else fixed_source(example)
+    argv = [example["app"] if side == "original" else example["fixed_app"], ITERATIONS]
+    cubin = compile_cubin(folder / source, workdir / f"{side}.cubin")
+    capture = run_capture(argv, kernel_regex=kernel_pattern(example["kernel"]), cwd=folder, timeout_s=600,
+                          output_dir=capture_dir)  # fmt: skip
+    launch = capture.capture.launches[0]
+    traced = run_traced(argv, cwd=folder, timeout_s=120)
+    return FirstLaunch(cubin, launch, next(x for x in traced.launches if x.name == launch.name))
+
+
+def prepare_pair(harness: EventHarness, example: dict, workdir: Path) -> dict[str, PreparedLaunch]:
+    """Both sides' first launches loaded into ``harness`` with their captured inputs."""
+    prepared = {}
+    for side in ("original", "fixed"):
+        first = first_launch(example, side, workdir)
+        kernel = harness.load(first.cubin, first.launch.name)
+        shape = first.shape
+        prepared[side] = harness.prepare(kernel, first.launch, shape.grid, shape.block, shape.smem)
+    return prepared
 
 
 def _or_nan(value: float | None) -> float:
