@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from intelliperf.errors import AppError, ProfileError, tail
+from intelliperf.errors import ProfileError
 
-from .trace import accordo_messages, injection_env, jsonl_records, run_app
+from .trace import NO_EXIT_HANDLERS, accordo_messages, jsonl_records, run_jsonl_mode
 
 __all__ = ["TimedLaunch", "TimedRun", "read_timing", "run_timed"]
 
@@ -99,29 +97,20 @@ def run_timed(
     """
     if not kernel_regex:
         raise ValueError("kernel_regex must not be empty")
-    if library is None:
-        from accordo.build import native_library
-
-        library = native_library()
-    with tempfile.TemporaryDirectory(prefix="accordo-time-") as tmp:
-        out_dir = Path(tmp)
-        run_env = injection_env(
-            env, Path(library), "time", out_dir / "time-%p.jsonl", ACCORDO_KERNEL=kernel_regex
-        )
-        app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
-        if app.timed_out or app.returncode != 0:
-            raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
-        complete = sorted(out_dir.glob("time-*.jsonl"))
-        partial = sorted(out_dir.glob("time-*.jsonl.tmp"))
-        launches = [launch for path in complete for launch in read_timing(path)]
-    notes = accordo_messages(app.stderr)
-    if not complete:
+    run = run_jsonl_mode(
+        cmd, "time", read_timing, cwd=cwd, env=env, timeout_s=timeout_s, library=library,
+        ACCORDO_KERNEL=kernel_regex,
+    )  # fmt: skip
+    if not run.completed:
         why = (
-            "the program exited without running its exit handlers (os._exit, quick_exit, or a CUDA process "
-            "killed by its parent)"
-            if partial
+            NO_EXIT_HANDLERS
+            if run.partial
             else "CUDA never loaded libaccordo (the program did not initialize CUDA, or no NVIDIA driver is "
             "present)"
         )
-        raise ProfileError(f"no kernel times were written: {why}", log_tail=notes or None)
-    return TimedRun(launches=tuple(launches), wall_s=app.wall_s, stdout=app.stdout, stderr=app.stderr)
+        raise ProfileError(
+            f"no kernel times were written: {why}", log_tail=accordo_messages(run.app.stderr) or None
+        )
+    return TimedRun(
+        launches=tuple(run.records), wall_s=run.app.wall_s, stdout=run.app.stdout, stderr=run.app.stderr
+    )

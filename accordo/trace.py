@@ -16,10 +16,10 @@ import shlex
 import signal
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import run_process
@@ -306,6 +306,55 @@ def accordo_messages(stderr: str) -> str:
     return "\n".join(line for line in stderr.splitlines() if line.startswith("accordo: "))
 
 
+NO_EXIT_HANDLERS = (
+    "the program exited without running its exit handlers (os._exit, quick_exit, or a CUDA process killed "
+    "by its parent)"
+)
+
+Record = TypeVar("Record")
+
+
+@dataclass(frozen=True)
+class JsonlModeRun(Generic[Record]):
+    """An application run under a libaccordo mode that writes one JSON Lines file per CUDA process."""
+
+    app: AppRun
+    records: list[Record]  # read from every completed file
+    completed: bool  # some process completed its file
+    partial: bool  # some process left its file unfinished (no exit handlers ran)
+
+
+def run_jsonl_mode(
+    cmd: Sequence[str],
+    mode: str,
+    read: Callable[[Path], list[Record]],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    timeout_s: float,
+    library: str | os.PathLike[str] | None,
+    **extra: str,
+) -> JsonlModeRun[Record]:
+    """Run ``cmd`` with libaccordo in ``mode`` ("trace", "time"; ``extra``: more ACCORDO_* variables), each
+    CUDA process writing ``<mode>-<pid>.jsonl``, and read every completed file with ``read``. ``library``
+    defaults to ``accordo.build.native_library()``. Raises AppError when the program is missing, exits
+    non-zero, is killed by a signal or times out (the whole process group is killed)."""
+    if library is None:
+        from accordo.build import native_library
+
+        library = native_library()
+    with tempfile.TemporaryDirectory(prefix=f"accordo-{mode}-") as tmp:
+        out_dir = Path(tmp)
+        run_env = injection_env(env, Path(library), mode, out_dir / f"{mode}-%p.jsonl", **extra)
+        app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
+        if app.timed_out or app.returncode != 0:
+            raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
+        complete = sorted(out_dir.glob(f"{mode}-*.jsonl"))
+        partial = any(out_dir.glob(f"{mode}-*.jsonl.tmp"))
+        records = [record for path in complete for record in read(path)]
+    return JsonlModeRun(app, records, bool(complete), partial)
+
+
 def run_traced(
     cmd: Sequence[str],
     *,
@@ -321,33 +370,16 @@ def run_traced(
     killed by a signal or times out (the whole process group is killed), and ProfileError when it ran
     but no trace was written or no kernel was seen.
     """
-    if library is None:
-        from accordo.build import native_library
-
-        library = native_library()
-    with tempfile.TemporaryDirectory(prefix="accordo-trace-") as tmp:
-        out_dir = Path(tmp)
-        run_env = injection_env(env, Path(library), "trace", out_dir / "trace-%p.jsonl")
-        app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
-        if app.timed_out or app.returncode != 0:
-            raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
-        complete = sorted(out_dir.glob("trace-*.jsonl"))
-        partial = sorted(out_dir.glob("trace-*.jsonl.tmp"))
-        launches: list[KernelLaunch] = []
-        for path in complete:
-            launches.extend(read_trace(path))
-    notes = accordo_messages(app.stderr)
-    if not complete and partial:
-        raise ProfileError(
-            "the trace was not completed: the program exited without running its exit handlers "
-            "(os._exit, quick_exit, or a CUDA process killed by its parent)",
-            log_tail=notes or None,
-        )
+    run = run_jsonl_mode(cmd, "trace", read_trace, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
+    launches: list[KernelLaunch] = run.records
+    notes = accordo_messages(run.app.stderr)
+    if not run.completed and run.partial:
+        raise ProfileError(f"the trace was not completed: {NO_EXIT_HANDLERS}", log_tail=notes or None)
     if not launches:
         why = (
             "CUDA never loaded the tracer (the program did not initialize CUDA, or no NVIDIA driver "
             "is present)"
-            if not complete
+            if not run.completed
             else "the program initialized CUDA but launched no kernel"
         )
         raise ProfileError(
@@ -360,7 +392,7 @@ def run_traced(
         launches=tuple(launches),
         stats=tuple(summarize(launches)),
         returncode=0,
-        stdout=app.stdout,
-        stderr=app.stderr,
-        wall_s=app.wall_s,
+        stdout=run.app.stdout,
+        stderr=run.app.stderr,
+        wall_s=run.app.wall_s,
     )
