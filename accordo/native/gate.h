@@ -22,7 +22,7 @@ std::string gate_hold(CUcontext context, CUstream stream, uint32_t& ticket);
 // Opens the gate of `ticket` in `context`. A gate also opens by itself after one second (kGateTimeoutS).
 void gate_release(CUcontext context, uint32_t ticket);
 
-// Forgets `context` (about to be destroyed: its module and mapped flag go with it). A later context with
+// Forgets `context` (about to be destroyed: its module and mapped flags go with it). A later context with
 // the same handle loads the gate afresh.
 void gate_forget(CUcontext context);
 

@@ -152,6 +152,17 @@ print("rc", lib.InitializeInjection())
 """
 
 
+def inject(library: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Call libaccordo's InitializeInjection in a fresh Python process with ``env`` as its whole
+    environment; the process must exit cleanly whatever the library makes of the configuration."""
+    proc = subprocess.run(
+        [sys.executable, "-c", INJECT, str(library)], env=env, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -163,27 +174,15 @@ print("rc", lib.InitializeInjection())
 )
 def test_injection_refuses_bad_configuration(accordo_lib: Path, env: dict[str, str], message: str) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
-    proc = subprocess.run(
-        [sys.executable, "-c", INJECT, str(accordo_lib)],
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = inject(accordo_lib, {**base, **env})
     assert "rc 1" in proc.stdout
     assert f"accordo: {message}" in proc.stderr
 
 
 def test_injection_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.bin"
-    env = {**os.environ, "ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = subprocess.run(
-        [sys.executable, "-c", INJECT, str(accordo_lib)], env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
+    proc = inject(accordo_lib, {**os.environ, **env})
     assert "not a valid regex" in proc.stderr
     cap = read_capture(out)
     assert cap.complete and cap.launches == ()
@@ -194,12 +193,8 @@ def test_time_mode_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> N
     """A pattern C++'s std::regex refuses leaves a complete time file that says so, not a missing one (which
     would read as "CUDA never loaded libaccordo")."""
     out = tmp_path / "t.jsonl"
-    env = {**os.environ, "ACCORDO_MODE": "time", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = subprocess.run(
-        [sys.executable, "-c", INJECT, str(accordo_lib)], env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    env = {"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
+    proc = inject(accordo_lib, {**os.environ, **env})
     assert "rc 1" in proc.stdout and "not a valid regex" in proc.stderr
     with pytest.raises(ProfileError, match=r"libaccordo could not time the run: ACCORDO_KERNEL='\(unclosed'"):
         read_timing(out)
