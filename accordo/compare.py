@@ -1,9 +1,29 @@
 """Compare a candidate's captured launches with the reference's, launch by launch and buffer by buffer.
 
-The reference ran several times (calibration runs); what varies between those runs is its own noise:
-a written element may differ from the reference by ``atol + rtol * |reference| + spread`` (spread:
-max - min over the reference runs at that element), and bytes that differ between the reference runs
-before a launch are not treated as inputs. Integer elements are exact up to that spread.
+The reference ran several times (calibration runs). Each float element the kernel writes is judged
+against the mean of the reference runs there, within::
+
+    atol + rtol * |mean|  +  u * sqrt(N) * |mean|  +  k * s * sqrt(1 + 1/n)
+
+* ``atol``/``rtol``: the user's tolerances (defaults 1e-6 and 1e-5).
+* ``u * sqrt(N) * |mean|``: rounding. A value computed from N terms in another order differs from the
+  first by about sqrt(N) unit roundoffs ``u`` of its type, relative to its terms (probabilistic rounding
+  error analysis, Higham and Mary 2019, with lambda = 1); N is the number of elements in the launch's
+  buffers, the most terms any output can be made of, and |mean| stands in for the terms' scale. This is
+  what lets a sum that was one atomicAdd chain become a tree: such a chain carries a systematic rounding
+  bias of its own, which its run-to-run noise does not show (seen on an H100: 4 to 20 standard
+  deviations for 4-16M-term sums that drift one way).
+* ``k * s * sqrt(1 + 1/n)``: the reference's own noise. ``s`` is the standard deviation of the n
+  reference runs at that element (0 where they agree), and k the two-sided quantile of Student's t with
+  n - 1 degrees of freedom at ``alpha / M``, M the elements of that output where the runs disagree
+  (Bonferroni). So a candidate whose values are another draw of the reference's own distribution
+  fails an output with probability at most ``alpha``: a prediction interval, with the uncertainty of
+  ``s`` itself priced in by t, not a magic widening. ``accordo.validate`` takes more reference runs
+  when the first ones disagree, so that ``s`` is stable.
+
+Each output reports ``bound_use``: its worst element's error over its bound (1.0 is the edge). Integer
+elements are exact where the reference runs agree and within their range elsewhere; bytes that differ
+between the reference runs before a launch are not treated as inputs.
 
 For each launch (paired in order) it checks, in this order:
 
@@ -16,11 +36,15 @@ For each launch (paired in order) it checks, in this order:
   out-of-bound element is one the reference leaves unchanged, the candidate wrote where the reference
   does not (``untouched_modified``).
 
+A candidate that modifies an input is reported as ``input_modified`` whatever its outputs say: the
+tampering is the cause, a mismatch at most its symptom.
+
 Buffers are read in chunks straight from the memory-mapped capture files, so memory stays bounded.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -31,11 +55,17 @@ from intelliperf.errors import ValidationError
 
 from .capture import Buffer, Capture, Launch, Param
 from .signature import ParamType, element_type, parse_parameters
+from .stats import t_two_sided_quantile
 
-__all__ = ["Comparison", "compare_captures"]
+__all__ = ["DEFAULT_ALPHA", "Comparison", "compare_captures", "reference_disagrees"]
 
 CHUNK_BYTES = 32 << 20
-_FAILURE_ORDER = ("crash", "input_mismatch", "mismatch", "input_modified", "untouched_modified")
+DEFAULT_ALPHA = 0.01  # per output: how often another draw of the reference's own noise may fail it
+# Within a launch; across launches the first failing launch decides, except that input_modified (the
+# candidate tampering with an input) is reported whatever else fails.
+_FAILURE_ORDER = ("crash", "input_modified", "input_mismatch", "mismatch", "untouched_modified")
+# Unit roundoff per float type (half the distance from 1.0 to the next value).
+_UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 @dataclass
@@ -45,7 +75,8 @@ class Comparison:
     reason: str | None
     launches: list[LaunchComparison]
     launches_compared: int
-    noise_max: float = 0.0
+    noise_max: float = 0.0  # the largest standard deviation of the reference runs at any element
+    bound_use: float | None = None  # the worst output's bound_use (None: no element needed a bound)
 
 
 @dataclass
@@ -65,6 +96,8 @@ class _ElementStats:
     first: int | None = None
     first_values: tuple[float, float, float] | None = None  # candidate, reference, bound
     noise_max: float = 0.0
+    noisy: int = 0  # elements where the reference runs disagree
+    bound_use: float | None = None  # the worst element's error over its bound
 
 
 @dataclass
@@ -252,16 +285,29 @@ def _reference_writes(pair: _Pair) -> bool:
     return not all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
 
 
+@dataclass(frozen=True)
+class _Tolerance:
+    """What bounds one output's elements (the module docstring gives the formula)."""
+
+    atol: float
+    rtol: float
+    rounding: float  # u * sqrt(N): relative allowance for another order of the same float operations
+    noise_k: float  # k * sqrt(1 + 1/n): multiplies the reference runs' standard deviation
+
+    def allowed(self, center: np.ndarray, std: np.ndarray) -> np.ndarray:
+        return self.atol + (self.rtol + self.rounding) * np.abs(center) + self.noise_k * std
+
+
 @dataclass
 class _Chunk:
     """One chunk of a written buffer, compared: values as float64, and which elements are out of bounds."""
 
     bad: np.ndarray
     candidate: np.ndarray
-    reference: np.ndarray
+    reference: np.ndarray  # the reference runs' mean (float) or first run (exact)
     allowed: np.ndarray  # the allowed absolute difference per element
     abs_err: np.ndarray  # 0 where either side is not finite
-    noise: np.ndarray  # the reference runs' spread
+    noise: np.ndarray  # the reference runs' standard deviation (float) or range (exact)
     nan_inf: int
 
 
@@ -271,39 +317,63 @@ def _values(raw: np.ndarray, element: str | None) -> np.ndarray:
 
 def _exact_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str | None) -> _Chunk:
     """Integers and raw bytes: equal to the reference where its runs agree; within their range elsewhere."""
-    values = [_values(r, element) for r in refs]
-    lo, hi = np.minimum.reduce(values), np.maximum.reduce(values)
+    first = _values(refs[0], element)
+    lo, hi = first.copy(), first.copy()
+    for raw in refs[1:]:
+        values = _values(raw, element)
+        np.minimum(lo, values, out=lo)
+        np.maximum(hi, values, out=hi)
     c = _values(cand, element)
     return _Chunk(
         bad=(c < lo) | (c > hi),
         candidate=c,
-        reference=values[0],
+        reference=first,
         allowed=hi - lo,
-        abs_err=np.abs(c - values[0]),
+        abs_err=np.abs(c - first),
         noise=hi - lo,
         nan_inf=0,
     )
 
 
-def _float_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str, atol: float, rtol: float) -> _Chunk:
-    values = [_as_float(r, element) for r in refs]
-    ref = values[0]
+def _mean_std(refs: list[np.ndarray], element: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reference runs' first values, mean and sample standard deviation, streamed over the runs.
+    Sums of differences from the first run keep the variance exact where values are large and their
+    spread tiny; elements that are not finite in every run get the first run's value and no spread."""
+    first = _as_float(refs[0], element)
+    n = len(refs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(first)
+        s1 = np.zeros_like(first)
+        s2 = np.zeros_like(first)
+        for raw in refs[1:]:
+            d = _as_float(raw, element) - first
+            finite &= np.isfinite(d)
+            d = np.where(finite, d, 0.0)
+            s1 += d
+            s2 += d * d
+        mean_d = s1 / n
+        var = np.maximum(s2 - n * mean_d * mean_d, 0.0) / (n - 1) if n > 1 else np.zeros_like(first)
+    mean = np.where(finite, first + mean_d, first)
+    std = np.where(finite, np.sqrt(var), 0.0)
+    return first, mean, std
+
+
+def _float_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str, tolerance: _Tolerance) -> _Chunk:
+    first, mean, std = _mean_std(refs, element)
     c = _as_float(cand, element)
     with np.errstate(invalid="ignore", over="ignore"):
-        lo, hi = np.fmin.reduce(values), np.fmax.reduce(values)
-        spread = np.where(np.isfinite(hi - lo), hi - lo, 0.0)
-        allowed = atol + rtol * np.abs(np.where(np.isfinite(ref), ref, 0.0)) + spread
-        finite = np.isfinite(ref) & np.isfinite(c)
-        abs_err = np.where(finite, np.abs(c - ref), 0.0)
-        same_special = (np.isnan(ref) & np.isnan(c)) | (np.isinf(ref) & (c == ref))
+        allowed = tolerance.allowed(np.where(np.isfinite(mean), mean, 0.0), std)
+        finite = np.isfinite(mean) & np.isfinite(c)
+        abs_err = np.where(finite, np.abs(c - mean), 0.0)
+        same_special = (np.isnan(first) & np.isnan(c)) | (np.isinf(first) & (c == first))
         nan_inf = ~finite & ~same_special
     return _Chunk(
         bad=(abs_err > allowed) | nan_inf,
         candidate=c,
-        reference=ref,
+        reference=mean,
         allowed=allowed,
         abs_err=abs_err,
-        noise=spread,
+        noise=std,
         nan_inf=int(np.count_nonzero(nan_inf)),
     )
 
@@ -315,10 +385,46 @@ def _max_rel(abs_err: np.ndarray, ref: np.ndarray) -> float:
     return float((abs_err[nonzero] / np.abs(ref[nonzero])).max())
 
 
-def _element_stats(pair: _Pair, atol: float, rtol: float) -> _ElementStats:
+def _bound_use(chunk: _Chunk) -> float:
+    """The worst element's error over its bound in this chunk (inf where a nonzero error had no room)."""
+    err = np.where(chunk.nan_inf > 0, np.inf, chunk.abs_err) if chunk.nan_inf else chunk.abs_err
+    with np.errstate(divide="ignore", invalid="ignore"):
+        use = np.where(chunk.allowed > 0, err / chunk.allowed, np.where(err > 0, np.inf, 0.0))
+    return float(use.max(initial=0.0))
+
+
+def _noisy_elements(pair: _Pair, size: int) -> int:
+    """Elements of the output where the reference runs' bytes disagree after the kernel."""
+    noisy = 0
+    for offset, count in _chunks(pair.cand_after.nbytes, size):
+        runs = [_raw(b, size, offset, count) for b in pair.refs_after]
+        differ = np.zeros(count, dtype=bool)
+        for other in runs[1:]:
+            differ |= other != runs[0]
+        noisy += int(np.count_nonzero(differ))
+    return noisy
+
+
+def _tolerance(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int) -> tuple[_Tolerance, int]:
+    """The tolerance of one float output, and how many of its elements are noisy."""
+    n = len(pair.refs_after)
+    element = pair.element or "float32"
+    noisy = _noisy_elements(pair, _itemsize(element)) if n > 1 else 0
+    noise_k = 0.0
+    if noisy:
+        noise_k = t_two_sided_quantile(alpha / noisy, n - 1) * math.sqrt(1.0 + 1.0 / n)
+    rounding = _UNIT_ROUNDOFF.get(element, 0.0) * math.sqrt(max(terms, 1))
+    return _Tolerance(atol=atol, rtol=rtol, rounding=rounding, noise_k=noise_k), noisy
+
+
+def _element_stats(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int) -> _ElementStats:
     element = pair.element
     size = _itemsize(element)
     stats = _ElementStats()
+    exact = element is None or element.startswith(("int", "uint"))
+    tolerance = None
+    if not exact:
+        tolerance, stats.noisy = _tolerance(pair, atol, rtol, alpha, terms)
     # element index 0 is the one the parameter points to; a capped snapshot starts at the pointer
     first_element = pair.pointer_offset // size
     for offset, count in _chunks(pair.cand_after.nbytes, size):
@@ -326,18 +432,21 @@ def _element_stats(pair: _Pair, atol: float, rtol: float) -> _ElementStats:
         cand = _raw(pair.cand_after, size, offset, count)
         if all(np.array_equal(ref, cand) for ref in refs_after):
             stats.checked += count  # bit-identical to every reference run: nothing to measure
+            stats.bound_use = max(stats.bound_use or 0.0, 0.0)
             continue
         untouched = np.ones(count, dtype=bool)
         for before, after in zip(pair.refs_before, pair.refs_after, strict=True):
             untouched &= _raw(before, size, offset, count) == _raw(after, size, offset, count)
-        if element is None or element.startswith(("int", "uint")):
+        if tolerance is None:
             chunk = _exact_chunk(refs_after, cand, element)
         else:
-            chunk = _float_chunk(refs_after, cand, element, atol, rtol)
+            assert element is not None
+            chunk = _float_chunk(refs_after, cand, element, tolerance)
         stats.checked += count
         stats.noise_max = max(stats.noise_max, float(chunk.noise.max(initial=0.0)))
         stats.max_abs = max(stats.max_abs, float(chunk.abs_err.max(initial=0.0)))
         stats.max_rel = max(stats.max_rel, _max_rel(chunk.abs_err, chunk.reference))
+        stats.bound_use = max(stats.bound_use or 0.0, _bound_use(chunk))
         stats.nan_inf += chunk.nan_inf
         hits = np.flatnonzero(chunk.bad)
         stats.mismatches += int(hits.size)
@@ -420,7 +529,9 @@ def _pairs(
     return pairs, None
 
 
-def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparison, _Failure | None]:
+def _compare_pair(
+    pair: _Pair, atol: float, rtol: float, alpha: float, terms: int
+) -> tuple[BufferComparison, _Failure | None]:
     element_name = pair.element or "bytes"
     const = pair.type_info is not None and pair.type_info.const
     common = {"param": pair.param.index, "dtype": element_name, "bytes": pair.cand_after.nbytes}
@@ -450,7 +561,7 @@ def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparis
         )
         return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(kind, message)
 
-    stats = _element_stats(pair, atol, rtol)
+    stats = _element_stats(pair, atol, rtol, alpha, terms)
     failure = None
     reason = None
     if stats.mismatches:
@@ -458,15 +569,22 @@ def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparis
         values = ""
         if stats.first_values is not None:
             cand_value, ref_value, bound = stats.first_values
-            values = (
-                f": candidate {cand_value:.9g}, reference {ref_value:.9g}, allowed difference {bound:.3g}"
-            )
+            runs = len(pair.refs_after)
+            center = f"reference mean of {runs} runs" if runs > 1 and pair.element else "reference"
+            values = f": candidate {cand_value:.9g}, {center} {ref_value:.9g}, allowed difference {bound:.3g}"
         where = f"first at index {stats.first}{values}"
         if kind == "mismatch":
+            noise = (
+                f"; the reference's runs disagree at {stats.noisy} element(s), by a standard deviation of "
+                f"up to {stats.noise_max:.3g}"
+                if stats.noisy
+                else ""
+            )
             reason = (
                 f"{pair.label}: {stats.mismatches} of {stats.checked} {element_name} elements differ from "
                 f"the reference beyond tolerance ({stats.nan_inf} NaN/Inf disagreements); {where}; "
-                f"max abs error {stats.max_abs:.3g}, max rel error {stats.max_rel:.3g}"
+                f"max abs error {stats.max_abs:.3g}, max rel error {stats.max_rel:.3g}, worst element "
+                f"{stats.bound_use:.3g} times its bound{noise}"
             )
         else:
             reason = (
@@ -485,6 +603,8 @@ def _compare_pair(pair: _Pair, atol: float, rtol: float) -> tuple[BufferComparis
         atol=atol,
         rtol=rtol,
         noise_max=stats.noise_max,
+        noisy_elements=stats.noisy,
+        bound_use=stats.bound_use,
         reason=reason,
         **common,
     )
@@ -504,6 +624,32 @@ def _snapshot_key(pair: _Pair) -> tuple[object, ...]:
     )
 
 
+def reference_disagrees(reference: Sequence[Capture]) -> bool:
+    """Whether the reference runs' snapshots after any launch differ (noise to calibrate)."""
+    _check_reference(reference)
+    for position, launch in enumerate(reference[0].launches):
+        for buffer in launch.buffers:
+            if buffer.phase != "after":
+                continue
+            others = [capture.launches[position].buffer(buffer.param_index, "after") for capture in reference]
+            if any(other is None or not _same_bytes(buffer, other) for other in others[1:]):
+                return True
+    return False
+
+
+def _terms(pairs: Sequence[_Pair]) -> int:
+    """The elements of all of a launch's buffers: the most terms any of its outputs can be made of."""
+    return sum(pair.cand_before.nbytes // _itemsize(pair.element or "float32") for pair in pairs)
+
+
+def _decisive(failures: Sequence[tuple[int, _Failure]]) -> _Failure:
+    tampering = [f for _, f in failures if f.kind == "input_modified"]
+    crashes = [f for _, f in failures if f.kind == "crash"]
+    if tampering and not crashes:
+        return tampering[0]
+    return failures[0][1]
+
+
 def compare_captures(
     reference: Sequence[Capture],
     candidate: Capture,
@@ -512,12 +658,16 @@ def compare_captures(
     rtol: float,
     default_element: str = "float32",
     element_override: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
 ) -> Comparison:
-    """Compare ``candidate`` with the reference runs (at least one; more calibrate the noise).
+    """Compare ``candidate`` with the reference runs (at least one; more calibrate the noise). ``alpha``
+    is the chance per output that another draw of the reference's own noise fails it.
 
     Launches are paired in order. Raises ValidationError when the reference itself cannot serve as one
     (its runs launch differently, or a reference launch was not captured).
     """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must be strictly between 0 and 1")
     _check_reference(reference)
     ref_launches = reference[0].launches
     if len(candidate.launches) != len(ref_launches):
@@ -530,6 +680,7 @@ def compare_captures(
     results: list[LaunchComparison] = []
     failures: list[tuple[int, _Failure]] = []
     noise_max = 0.0
+    bound_use: float | None = None
     seen: dict[tuple[object, ...], tuple[BufferComparison, _Failure | None]] = {}
     for position, cand in enumerate(candidate.launches):
         refs = [capture.launches[position] for capture in reference]
@@ -545,15 +696,18 @@ def compare_captures(
             failures.append((position, _Failure("input_mismatch", f"{label}: {problem}")))
             results.append(LaunchComparison(launch=position, passed=False))
             continue
+        terms = _terms(pairs)
         buffers = []
         launch_failures = []
         for pair in pairs:
-            key = _snapshot_key(pair)
+            key = (terms, *_snapshot_key(pair))
             if key not in seen:
-                seen[key] = _compare_pair(pair, atol, rtol)
+                seen[key] = _compare_pair(pair, atol, rtol, alpha, terms)
             comparison, failure = seen[key]
             buffers.append(comparison)
             noise_max = max(noise_max, comparison.noise_max or 0.0)
+            if comparison.bound_use is not None:
+                bound_use = max(bound_use or 0.0, comparison.bound_use)
             if failure is not None:
                 launch_failures.append(_Failure(failure.kind, f"{label}, {failure.message}"))
         launch_failures.sort(key=lambda f: _FAILURE_ORDER.index(f.kind))
@@ -561,10 +715,10 @@ def compare_captures(
         results.append(LaunchComparison(launch=position, passed=not launch_failures, buffers=buffers))
 
     if not failures:
-        return Comparison(True, None, None, results, len(results), noise_max)
-    _, first = failures[0]
+        return Comparison(True, None, None, results, len(results), noise_max, bound_use)
+    first = _decisive(failures)
     failing_launches = len({position for position, _ in failures})
     reason = first.message
     if failing_launches > 1:
         reason += f" ({failing_launches} of {len(results)} launches fail)"
-    return Comparison(False, first.kind, reason, results, len(results), noise_max)
+    return Comparison(False, first.kind, reason, results, len(results), noise_max, bound_use)

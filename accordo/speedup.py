@@ -32,6 +32,7 @@ from typing import Literal
 from intelliperf.contract.report import Speedup
 from intelliperf.errors import ProfileError
 
+from .stats import t_quantile
 from .timing import run_timed
 from .trace import run_traced
 
@@ -42,7 +43,6 @@ __all__ = [
     "Timer",
     "measure_speedup",
     "speedup_from_times",
-    "t_quantile_975",
     "warm_durations",
 ]
 
@@ -57,27 +57,6 @@ METHOD = (
     "{instrument} summed over all launches per run; reference and candidate runs interleaved "
     "(ABAB); median of per-pair ratios; 95% Student-t interval of the mean log ratio"
 )
-
-# Two-sided 95% quantiles of Student's t distribution by degrees of freedom.
-_T975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-    11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-    20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
-    29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
-
-
-def t_quantile_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (table lookup, conservative
-    between tabulated values)."""
-    if df < 1:
-        raise ValueError("degrees of freedom must be at least 1")
-    if df in _T975:
-        return _T975[df]
-    smaller = [k for k in _T975 if k < df]
-    if df > 120:
-        return 1.960
-    return _T975[max(smaller)]
 
 
 @dataclass(frozen=True)
@@ -100,7 +79,7 @@ def speedup_from_times(reference: KernelTimes, candidate: KernelTimes, timer: Ti
     median = statistics.median(ratios)
     if n >= 2:
         logs = [math.log(r) for r in ratios]
-        half = t_quantile_975(n - 1) * statistics.stdev(logs) / math.sqrt(n)
+        half = t_quantile(0.975, n - 1) * statistics.stdev(logs) / math.sqrt(n)
         low, high = math.exp(statistics.fmean(logs) - half), math.exp(statistics.fmean(logs) + half)
     else:
         low = high = median

@@ -3,9 +3,11 @@
     result = validate("block_sum", ["bin/ref"], ["bin/candidate"], cwd="examples/accordo_cases")
     result.passed, result.failure, result.reason, result.speedup
 
-The reference runs ``calibration_runs`` times under buffer capture (its own noise widens the bounds),
-the candidate once; the launches are compared (``accordo.compare``); a correct candidate is then timed
-against the reference (``accordo.speedup``). The candidate may crash, hang or launch nothing: those
+The reference runs ``calibration_runs`` times under buffer capture; when those runs disagree anywhere,
+it runs again up to ``noise_runs`` runs in all, so that the noise bound of ``accordo.compare`` rests on a
+stable estimate of its spread (unless the captures would pass ``noise_capture_bytes``). The candidate
+runs once; the launches are compared (``accordo.compare``); a correct candidate is then timed against
+the reference (``accordo.speedup``). The candidate may crash, hang or launch nothing: those
 are verdicts, not exceptions. Problems with the reference itself raise (AppError, KernelNotFoundError,
 ValidationError), since nothing can be judged against it.
 """
@@ -20,7 +22,7 @@ from intelliperf.contract.report import Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
 from .capture import Capture, CaptureRun, run_capture
-from .compare import compare_captures
+from .compare import DEFAULT_ALPHA, compare_captures, reference_disagrees
 from .signature import ELEMENT_TYPES, kernel_pattern
 from .speedup import TIMERS, Timer, measure_speedup
 
@@ -39,6 +41,9 @@ class ValidationOptions:
     atol: float = 1e-6
     rtol: float = 1e-5
     calibration_runs: int = 3
+    noise_runs: int = 24  # reference runs in all when the first calibration_runs disagree
+    noise_capture_bytes: int = 16 << 30  # no further noise runs once the captures would exceed this
+    alpha: float = DEFAULT_ALPHA  # per output: how often another run of the reference would fail
     runs: int = 10  # timing runs per side, at most
     min_runs: int | None = None  # stop timing here once the interval excludes 1 (None: always ``runs``)
     timeout_s: float = 120.0  # per application run
@@ -54,6 +59,10 @@ class ValidationOptions:
             raise ValueError("atol and rtol must be >= 0")
         if self.calibration_runs < 1:
             raise ValueError("calibration_runs must be at least 1")
+        if self.noise_runs < 2:
+            raise ValueError("noise_runs must be at least 2")
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError("alpha must be between 0 and 0.5")
         if self.measure and self.runs < 2:
             raise ValueError("runs must be at least 2 to give an interval")
         if self.min_runs is not None and not 2 <= self.min_runs <= self.runs:
@@ -74,7 +83,7 @@ class ValidationOptions:
     @property
     def bounds(self) -> dict[str, float | int]:
         """The bounds every ValidationResult reports."""
-        return {"atol": self.atol, "rtol": self.rtol, "calibration_runs": self.calibration_runs}
+        return {"atol": self.atol, "rtol": self.rtol, "alpha": self.alpha}
 
 
 def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions) -> ValidationResult | None:
@@ -129,17 +138,20 @@ def capture_reference(
     keep_captures: str | Path | None = None,
     library: str | Path | None = None,
 ) -> Reference:
-    """Run the reference ``options.calibration_runs`` times under buffer capture. A reference that
-    crashes, hangs or never launches the kernel raises: nothing can be judged against it."""
+    """Run the reference ``options.calibration_runs`` times under buffer capture, and when those runs
+    disagree, again up to ``options.noise_runs`` runs in all (within ``options.noise_capture_bytes``). A
+    reference that crashes, hangs or never launches the kernel raises: nothing can be judged against it."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
-    captures, walls = [], []
-    for i in range(options.calibration_runs):
-        say(f"capturing the reference ({i + 1}/{options.calibration_runs})")
+    captures: list[Capture] = []
+    walls: list[float] = []
+
+    def capture_once(total: int) -> None:
+        say(f"capturing the reference ({len(captures) + 1}/{total})")
         run = run_capture(
             reference,
             cwd=cwd,
-            output_dir=_output_dir(keep_captures, f"reference-{i + 1}"),
+            output_dir=_output_dir(keep_captures, f"reference-{len(captures) + 1}"),
             **_capture_settings(kernel, env, options, library),
         )
         if run.status != "ok" or run.capture is None:
@@ -149,6 +161,24 @@ def capture_reference(
             )
         captures.append(run.capture)
         walls.append(run.wall_s)
+
+    for _ in range(options.calibration_runs):
+        capture_once(options.calibration_runs)
+    noisy = len(captures) > 1 and options.noise_runs > len(captures) and reference_disagrees(captures)
+    if noisy:
+        per_run = max(_capture_bytes(c) for c in captures)
+        affordable = max(len(captures), options.noise_capture_bytes // max(per_run, 1))
+        total = min(options.noise_runs, affordable)
+        say(
+            f"the reference's runs disagree: measuring its noise over {total} runs"
+            + (
+                f" ({options.noise_runs} wanted; {per_run / 2**30:.2f} GiB of captures per run)"
+                if total < options.noise_runs
+                else ""
+            )
+        )
+        while len(captures) < total:
+            capture_once(total)
     return Reference(
         kernel=kernel,
         command=tuple(reference),
@@ -158,6 +188,12 @@ def capture_reference(
         env=env,
         library=library,
     )
+
+
+def _capture_bytes(capture: Capture) -> int:
+    """Bytes of the capture files behind ``capture`` (snapshots share their file's map)."""
+    maps = {id(b._map): len(b._map) for launch in capture.launches for b in launch.buffers}
+    return sum(maps.values())
 
 
 def _output_dir(keep_captures: str | Path | None, name: str) -> Path | None:
@@ -219,6 +255,7 @@ def check_candidate(
         rtol=options.rtol,
         default_element=options.default_element,
         element_override=element_override,
+        alpha=options.alpha,
     )
     return ValidationResult(
         kernel=kernel,
@@ -228,6 +265,8 @@ def check_candidate(
         launches_compared=comparison.launches_compared,
         launches=comparison.launches,
         noise_max=comparison.noise_max,
+        bound_use=comparison.bound_use,
+        calibration_runs=len(reference.captures),
         **options.bounds,
     )
 

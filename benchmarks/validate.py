@@ -10,8 +10,14 @@ be trusted?
   captured inputs (benchmarks/event_harness.py); relative error. speedup_error_cupti: the same with
   Accordo's CUPTI timer; harness_batched_speedup: the harness with one event pair around 50 launches.
 * speedup_cv: the measured speedup over --repeats independent measurements; coefficient of variation.
+  Beside the examples, two timing pairs whose kernel is the first one its process launches
+  (examples/accordo_timing): launched once (a single-launch app: its only launch is timed, cold) and
+  five times (the first launch left out as warm-up).
+* verdict_stability: the float-sum cases judged 20 times each (benchmarks/verdicts.py); the share of
+  verdicts and reasons that were the expected ones.
 
     python benchmarks/validate.py --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
+        [--only cases|examples|speedup|stability] [--pairs NAME ...]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +43,8 @@ from accordo.trace import KernelLaunch, run_traced  # noqa: E402
 from accordo.validate import ValidationOptions, validate  # noqa: E402
 from benchmarks.common import device_name, plain_wall  # noqa: E402
 from benchmarks.event_harness import EventHarness, PreparedLaunch, compile_cubin  # noqa: E402
+from benchmarks.verdicts import print_table as print_stability  # noqa: E402
+from benchmarks.verdicts import stability  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 CASES = EXAMPLES / "accordo_cases"
@@ -45,6 +54,23 @@ CASE_N = "4173"  # first length of the accordo cases when recording capture fixt
 # Accordo must refuse; it is not a drop-in kernel rewrite.
 EXAMPLE_EXPECTED = {"aos_field": ("fail", "input_mismatch")}
 L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200
+# Pairs whose kernel is the first its process launches (examples/accordo_timing), for the speedup table.
+TIMING_PAIRS = [
+    {"name": name, "folder": "accordo_timing", "kernel": "iterate", "source": "iterate.cu",
+     "app": "bin/iterate", "fixed_app": "bin/iterate_fixed", "args": [launches]}
+    for name, launches in (("first_launch_single", "1"), ("first_launch_x5", "5"))
+]  # fmt: skip
+
+
+def _folder(example: dict) -> Path:
+    return EXAMPLES / example.get("folder", example["name"])
+
+
+def _argv(example: dict, side: str) -> list[str]:
+    return [
+        example["app"] if side == "original" else example["fixed_app"],
+        *example.get("args", [ITERATIONS]),
+    ]
 
 
 def case_rows(record: Path | None) -> list[dict]:
@@ -121,9 +147,9 @@ def example_rows() -> list[dict]:
 def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
     """Accordo's speedup (events timer, repeated; CUPTI timer, once) and the CUDA-event harness's, for one
     example and its fix."""
-    folder = EXAMPLES / example["name"]
+    folder = _folder(example)
     pattern = kernel_pattern(example["kernel"])
-    ref, cand = [example["app"], ITERATIONS], [example["fixed_app"], ITERATIONS]
+    ref, cand = _argv(example, "original"), _argv(example, "fixed")
 
     def accordo(timer: str) -> float:
         return measure_speedup(ref, cand, kernel_regex=pattern, runs=10, timeout_s=120, reference_cwd=folder,
@@ -167,9 +193,9 @@ class FirstLaunch:
 def first_launch(example: dict, side: str, workdir: Path, *, capture_dir: Path | None = None) -> FirstLaunch:
     """``side`` ("original" or "fixed") of ``example``, run with ITERATIONS launches; the cubin goes to
     ``workdir/<side>.cubin``, the capture files to ``capture_dir`` (kept) or a temporary directory."""
-    folder = EXAMPLES / example["name"]
+    folder = _folder(example)
     source = example["source"] if side == "original" else fixed_source(example)
-    argv = [example["app"] if side == "original" else example["fixed_app"], ITERATIONS]
+    argv = _argv(example, side)
     cubin = compile_cubin(folder / source, workdir / f"{side}.cubin")
     capture = run_capture(argv, kernel_regex=kernel_pattern(example["kernel"]), cwd=folder, timeout_s=600,
                           output_dir=capture_dir)  # fmt: skip
@@ -205,12 +231,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "validate.json")
     parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
     parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
-    parser.add_argument("--only", choices=["cases", "examples", "speedup"], action="append")
+    parser.add_argument("--only", choices=["cases", "examples", "speedup", "stability"], action="append")
+    parser.add_argument("--pairs", nargs="+", help="measure only these speedup pairs (keep the others' rows)")
+    parser.add_argument("--stability-repeats", type=int, default=20, help="verdicts per float-sum case")
     parser.add_argument(
         "--cupti", action=argparse.BooleanOptionalAction, default=True, help="also time with the CUPTI timer"
     )
     args = parser.parse_args()
-    parts = set(args.only or ["cases", "examples", "speedup"])
+    parts = set(args.only or ["cases", "examples", "speedup", "stability"])
     if shutil.which("nvidia-smi") is None:
         print("this benchmark needs an NVIDIA GPU", file=sys.stderr)
         return 3
@@ -218,16 +246,19 @@ def main() -> int:
     manifest = json.loads((EXAMPLES / "examples.json").read_text())
     cases = case_rows(args.record) if "cases" in parts else previous.get("cases_accordo", [])
     examples = example_rows() if "examples" in parts else previous.get("cases_examples", [])
-    speed = []
+    speed = previous.get("speedup_pairs", [])
     if "speedup" in parts:
-        for example in manifest:
-            if EXAMPLE_EXPECTED.get(example["name"], ("pass",))[0] != "pass":
+        subprocess.run(["make"], cwd=EXAMPLES / "accordo_timing", check=True, capture_output=True)
+        pairs = [e for e in manifest if EXAMPLE_EXPECTED.get(e["name"], ("pass",))[0] == "pass"]
+        for example in [*pairs, *TIMING_PAIRS]:
+            if args.pairs and example["name"] not in args.pairs:
                 continue
             row = harness_row(example, args.repeats, with_cupti=args.cupti)
-            speed.append(row)
+            speed = [r for r in speed if r["pair"] != row["pair"]] + [row]
             print(json.dumps(row), flush=True)
-    else:
-        speed = previous.get("speedup_pairs", [])
+    stable = previous.get("stability")
+    if "stability" in parts:
+        stable = stability(args.stability_repeats, 48)
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
@@ -250,10 +281,17 @@ def main() -> int:
         "timer": "events",
         "speedup_cv": statistics.median(cvs) if cvs else None,
         "speedup_cv_max": max(cvs, default=None),
+        "verdict_stability": stable["verdict_stability"] if stable else None,
+        "stability": stable,
         "cases_accordo": cases,
         "cases_examples": examples,
         "speedup_pairs": speed,
-        "targets": {"capture_ratio": 1.5, "speedup_error": 0.02, "speedup_cv": 0.01},
+        "targets": {
+            "capture_ratio": 1.5,
+            "speedup_error": 0.02,
+            "speedup_cv": 0.01,
+            "verdict_stability": 1.0,
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
@@ -268,22 +306,24 @@ def main() -> int:
         f"{'pair':<20} {'capture/plain':>13} {'accordo x':>10} {'harness x':>10} {'error':>7} "
         f"{'cupti x':>9} {'error':>7} {'batched x':>10} {'cold x':>8} {'cv':>7}"
     )
-    by_pair = {r["pair"]: r for r in speed}
     nan = float("nan")
-    for r in examples:
-        s = by_pair.get(r["pair"], {})
+    captured = {r["pair"]: r["capture_ratio"] for r in examples}
+    for s in speed:
         print(
-            f"{r['pair']:<20} {r['capture_ratio']:>13.2f} {s.get('accordo_speedup', nan):>10.3f} "
+            f"{s['pair']:<20} {captured.get(s['pair'], nan):>13.2f} {s.get('accordo_speedup', nan):>10.3f} "
             f"{s.get('harness_speedup', nan):>10.3f} {s.get('speedup_error', nan):>7.2%} "
             f"{_or_nan(s.get('accordo_cupti_speedup')):>9.3f} {_or_nan(s.get('speedup_error_cupti')):>7.2%} "
             f"{s.get('harness_batched_speedup', nan):>10.3f} {s.get('harness_speedup_cold_l2', nan):>8.3f} "
             f"{_or_nan(s.get('speedup_cv')):>7.2%}"
         )
+    if stable:
+        print_stability(stable)
     print()
     print(
         f"device {result['device']}: verdicts right {result['verdicts_right']}, capture ratio "
         f"{result['capture_ratio']} (target <= 1.5), speedup error {result['speedup_error']} "
-        f"(target <= 0.02), speedup cv {result['speedup_cv']} (target <= 0.01)"
+        f"(target <= 0.02), speedup cv {result['speedup_cv']} (target <= 0.01), verdict stability "
+        f"{result['verdict_stability']} (target 1.0)"
     )
     return 0
 

@@ -218,6 +218,16 @@ def validate(
     calibration_runs: Annotated[
         int, typer.Option("--calibration-runs", min=1, help="Reference runs that measure its own noise")
     ] = 3,
+    noise_runs: Annotated[
+        int,
+        typer.Option("--noise-runs", min=2, help="Reference runs in all when the calibration runs disagree"),
+    ] = 24,
+    alpha: Annotated[
+        float,
+        typer.Option(
+            "--alpha", min=1e-9, max=0.5, help="Chance per output that a rerun of the reference would fail"
+        ),
+    ] = 0.01,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per application run")] = 120.0,
     dtype: Annotated[
         str, typer.Option("--dtype", help="Element type of every buffer (default: from the signature)")
@@ -247,6 +257,8 @@ def validate(
                 rtol=rtol,
                 runs=runs,
                 calibration_runs=calibration_runs,
+                noise_runs=noise_runs,
+                alpha=alpha,
                 timeout_s=timeout,
                 element_type=dtype,
                 measure=not no_timing,

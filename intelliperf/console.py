@@ -10,6 +10,7 @@ from rich.table import Table
 
 from intelliperf.contract import Diagnosis, Report
 from intelliperf.contract.report import Attempt, ValidationResult
+from intelliperf.summary import bounds_text
 
 __all__ = ["ConsoleProgress", "attempts_table", "kernel_table", "render_report", "render_validation"]
 
@@ -179,8 +180,7 @@ def render_validation(result: ValidationResult, console: Console) -> None:
     if result.passed:
         console.print(
             f"[bold green]PASS[/bold green] {result.kernel}: {result.launches_compared} launches match the "
-            f"reference (atol {result.atol:g}, rtol {result.rtol:g}, widened by the spread of "
-            f"{result.calibration_runs} reference runs, at most {result.noise_max or 0:.3g})",
+            f"reference ({bounds_text(result)})",
             highlight=False,
         )
     else:
@@ -190,7 +190,8 @@ def render_validation(result: ValidationResult, console: Console) -> None:
     )
     if shown is not None and shown.buffers:
         table = Table(title=f"Launch {shown.launch + 1}", header_style="bold")
-        for column in ("param", "role", "type", "bytes", "result", "max abs err", "max rel err", "first bad"):
+        columns = ("param", "role", "type", "bytes", "result", "max abs err", "max rel err", "bound use")
+        for column in (*columns, "first bad"):
             table.add_column(column, justify="right" if column not in ("role", "type", "result") else "left")
         for b in shown.buffers:
             table.add_row(
@@ -201,6 +202,7 @@ def render_validation(result: ValidationResult, console: Console) -> None:
                 "[green]ok[/green]" if b.passed else "[red]fail[/red]",
                 "" if b.max_abs_error is None else f"{b.max_abs_error:.3g}",
                 "" if b.max_rel_error is None else f"{b.max_rel_error:.3g}",
+                "" if b.bound_use is None else f"{b.bound_use:.3g}",
                 "" if b.first_mismatch is None else str(b.first_mismatch),
             )
         console.print(table)

@@ -249,29 +249,45 @@ def _buffer_row(b: BufferComparison) -> list[str]:
     def err(x: float | None) -> str:
         return "—" if x is None else f"{x:.3g}"
 
-    return [str(b.param), _cell(b.dtype), f"{b.bytes:,}", err(b.max_abs_error), err(b.max_rel_error)]
+    return [
+        str(b.param),
+        _cell(b.dtype),
+        f"{b.bytes:,}",
+        err(b.max_abs_error),
+        err(b.max_rel_error),
+        err(b.bound_use),
+    ]
+
+
+def bounds_text(result: ValidationResult) -> str:
+    """The tolerances a verdict was reached with, in words (terminal and Markdown summary)."""
+    parts = []
+    if result.atol is not None and result.rtol is not None:
+        parts.append(f"atol {result.atol:g}, rtol {result.rtol:g}, plus rounding")
+    if result.calibration_runs:
+        noise = result.noise_max or 0.0
+        spread = (
+            f", noise up to {noise:.3g} (alpha {result.alpha:g})" if noise and result.alpha else ", no noise"
+        )
+        parts.append(f"{result.calibration_runs} reference runs{spread}")
+    if result.bound_use is not None:
+        parts.append(f"worst element at {result.bound_use:.3g} of its bound")
+    return "; ".join(parts)
 
 
 def _validation(result: ValidationResult) -> str:
     verdict = "passed" if result.passed else f"failed ({result.failure}): {_plain(result.reason or '')}"
-    bounds = []
-    if result.atol is not None:
-        bounds.append(f"atol {result.atol:g}")
-    if result.rtol is not None:
-        bounds.append(f"rtol {result.rtol:g}")
     line = f"Outputs {verdict} on {result.launches_compared} launch(es)"
+    bounds = bounds_text(result)
     if bounds:
-        line += f", {', '.join(bounds)}"
-    if result.calibration_runs:
-        noise = f"{result.noise_max:.3g}" if result.noise_max is not None else "0"
-        line += f", widened by the spread of {result.calibration_runs} reference runs (at most {noise})"
+        line += f" ({bounds})"
     parts = ["### Validation", line + "."]
     worst = _worst_launch(result)
     outputs = [b for b in worst.buffers if b.role == "output"] if worst else []
     if worst is not None and outputs:
         parts.append(f"Output buffers of the worst launch ({worst.launch + 1}):")
-        header = ["param", "type", "bytes", "max abs error", "max rel error"]
-        parts.append(_table(header, [_buffer_row(b) for b in outputs], "llrrr"))
+        header = ["param", "type", "bytes", "max abs error", "max rel error", "bound use"]
+        parts.append(_table(header, [_buffer_row(b) for b in outputs], "llrrrr"))
     return "\n\n".join(parts)
 
 

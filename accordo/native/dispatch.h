@@ -58,6 +58,16 @@ inline CUresult kernel_get_param_info(CUkernel k, size_t index, size_t* offset, 
 
 inline CUresult func_get_name(const char** name, CUfunction f) { ACCORDO_DRIVER_CALL(cuFuncGetName, name, f); }
 
+inline CUresult func_is_loaded(CUfunctionLoadingState* state, CUfunction f) {
+  ACCORDO_DRIVER_CALL(cuFuncIsLoaded, state, f);
+}
+
+inline CUresult func_load(CUfunction f) { ACCORDO_DRIVER_CALL(cuFuncLoad, f); }
+
+inline CUresult kernel_get_function(CUfunction* f, CUkernel kernel) {
+  ACCORDO_DRIVER_CALL(cuKernelGetFunction, f, kernel);
+}
+
 inline CUresult event_create(CUevent* event, unsigned int flags) { ACCORDO_DRIVER_CALL(cuEventCreate, event, flags); }
 
 inline CUresult event_record(CUevent event, CUstream stream) { ACCORDO_DRIVER_CALL(cuEventRecord, event, stream); }

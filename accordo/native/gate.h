@@ -2,7 +2,9 @@
 // host says the launch is queued behind it. Without it, a start event recorded on an idle GPU would time
 // the host's own work too (the launch call, the first launch's lazy module load): 20-30 us on the first
 // launch of each example app, which moved 5-launch speedups by up to 16% (benchmarks/validate.py on an
-// H100). A CUDA-event harness holds the GPU the same way before it times anything.
+// H100). A CUDA-event harness holds the GPU the same way before it times anything. The launched function
+// must be loaded before its gate is queued (launch.h, load_function): a lazy load inside the launch call
+// would wait for the gate, and the gate for the launch call.
 #pragma once
 
 #include <cuda.h>

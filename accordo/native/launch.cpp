@@ -40,6 +40,28 @@ const char* launch_kernel_name(const CUpti_CallbackData* info, const LaunchArgs&
   return name != nullptr && *name != '\0' ? name : "<unknown kernel>";
 }
 
+namespace {
+
+std::string load_if_unloaded(CUfunction function, CUfunctionLoadingState state) {
+  if (state == CU_FUNCTION_LOADING_STATE_LOADED) return std::string();
+  const CUresult r = drv::func_load(function);
+  return r == CUDA_SUCCESS ? std::string() : drv::describe("cuFuncLoad", r);
+}
+
+}  // namespace
+
+std::string load_function(CUfunction function) {
+  CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
+  if (drv::func_is_loaded(&state, function) == CUDA_SUCCESS) return load_if_unloaded(function, state);
+  // not a CUfunction: a CUkernel, whose function in the current context is what the launch runs
+  CUfunction in_context = nullptr;
+  CUresult r = drv::kernel_get_function(&in_context, reinterpret_cast<CUkernel>(function));
+  if (r != CUDA_SUCCESS) return drv::describe("cuKernelGetFunction", r);
+  r = drv::func_is_loaded(&state, in_context);
+  if (r != CUDA_SUCCESS) return drv::describe("cuFuncIsLoaded", r);
+  return load_if_unloaded(in_context, state);
+}
+
 CUstream launch_stream(const LaunchArgs& args) {
   return args.per_thread && args.stream == nullptr ? CU_STREAM_PER_THREAD : args.stream;
 }

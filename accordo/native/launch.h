@@ -6,6 +6,7 @@
 #include <cupti.h>
 
 #include <array>
+#include <string>
 
 namespace accordo {
 
@@ -30,6 +31,16 @@ bool launch_args(CUpti_CallbackId cbid, const void* params, LaunchArgs& out);
 
 // The launched kernel's mangled name: CUPTI's symbolName, else cuFuncGetName, else "<unknown kernel>".
 const char* launch_kernel_name(const CUpti_CallbackData* info, const LaunchArgs& args);
+
+// Makes sure the launched function is loaded into the current context; returns a description of the
+// failure, or "" when it is loaded. Why: under lazy module loading (CUDA_MODULE_LOADING=LAZY, the default)
+// a function's first launch loads its module inside the launch call, and that load waits for the work
+// already queued on the device. Time mode queues a gate ahead of the launch (gate.h) that holds the
+// stream until the launch call returns, so a load left to the launch call would wait for the gate and
+// the gate for the launch: a stall that only the gate's own 1 s limit broke. Loading first, before the
+// gate is queued, leaves the launch call nothing to wait for. `function` may be a CUfunction or a CUkernel
+// (the CUDA runtime launches library kernels by their CUkernel handle).
+std::string load_function(CUfunction function);
 
 // The stream handle to record events on for this launch (CU_STREAM_PER_THREAD for a _ptsz launch on
 // stream 0).

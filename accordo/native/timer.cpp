@@ -115,22 +115,35 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   if (!launch_args(cbid, info->functionParams, args)) return;
   const char* name = launch_kernel_name(info, args);
 
-  std::lock_guard<std::mutex> lock(g->mutex);
-  if (g->finished) return;
-  KernelEntry& kernel = g->kernels.entry(name);
-  if (!kernel.matched) return;
-  TimedLaunch launch;
-  launch.kernel = &kernel;
-  launch.index = kernel.next_index++;
-
+  KernelEntry* kernel = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g->mutex);
+    if (g->finished) return;
+    kernel = &g->kernels.entry(name);
+    if (!kernel->matched) return;
+  }
+  // A launch being captured into a graph is reported, never loaded or gated: a driver call the capture
+  // does not expect could invalidate the application's graph.
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
   const CUresult capturing = drv::stream_is_capturing(args.stream, &capture_status, args.per_thread);
+  std::string problem;
   if (capturing != CUDA_SUCCESS) {
-    write_error(launch, drv::describe("cuStreamIsCapturing", capturing) + "; not timed");
-    return;
+    problem = drv::describe("cuStreamIsCapturing", capturing) + "; not timed";
+  } else if (capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    problem = "the launch is being captured into a CUDA graph; not timed";
+  } else if (g->gated) {
+    // before the gate, and outside the state lock: a load waits for the work queued on the device
+    const std::string unloaded = load_function(args.function);
+    if (!unloaded.empty()) problem = unloaded + " (loading the kernel before its gate); not timed";
   }
-  if (capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    write_error(launch, "the launch is being captured into a CUDA graph; not timed");
+
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished) return;
+  TimedLaunch launch;
+  launch.kernel = kernel;
+  launch.index = kernel->next_index++;
+  if (!problem.empty()) {
+    write_error(launch, problem);
     return;
   }
   for (CUevent* event : {&launch.start, &launch.end}) {

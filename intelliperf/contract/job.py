@@ -95,6 +95,18 @@ class Tolerances(_Strict):
     atol: float = Field(default=1e-6, ge=0, description="Absolute tolerance before noise calibration")
     rtol: float = Field(default=1e-5, ge=0, description="Relative tolerance before noise calibration")
     calibration_runs: int = Field(default=3, ge=1, le=20, description="Reference runs to measure its noise")
+    noise_runs: int = Field(
+        default=24,
+        ge=2,
+        le=100,
+        description="Reference runs in all when the first calibration runs disagree (noise to measure)",
+    )
+    alpha: float = Field(
+        default=0.01,
+        gt=0,
+        lt=0.5,
+        description="Chance per output that another run of the reference itself would fail its bound",
+    )
     timing_runs: int = Field(
         default=10, ge=2, le=50, description="Most timed runs per side (reference and candidate interleaved)"
     )

@@ -135,7 +135,13 @@ class BufferComparison(_Frozen):
     atol: float | None = None
     rtol: float | None = None
     noise_max: float | None = Field(
-        default=None, description="Widest per-element widening taken from the reference runs' spread"
+        default=None, description="Largest standard deviation of the reference runs at any element"
+    )
+    noisy_elements: int = Field(default=0, description="Elements where the reference runs disagree")
+    bound_use: float | None = Field(
+        default=None,
+        description="The worst element's difference from the reference over its allowed difference "
+        "(at most 1 passes; 0.2 means the worst element used a fifth of its bound)",
     )
     reason: str | None = None
 
@@ -168,8 +174,17 @@ class ValidationResult(_Frozen):
     speedup: Speedup | None = None
     atol: float | None = None
     rtol: float | None = None
-    calibration_runs: int = Field(default=0, description="Reference runs whose spread widened the bounds")
-    noise_max: float | None = None
+    calibration_runs: int = Field(default=0, description="Reference runs the bounds were calibrated on")
+    noise_max: float | None = Field(
+        default=None, description="Largest standard deviation of the reference runs at any element"
+    )
+    bound_use: float | None = Field(
+        default=None, description="The worst output's bound_use (at most 1 passes)"
+    )
+    alpha: float | None = Field(
+        default=None,
+        description="Chance per output that another run of the reference itself would fail its bound",
+    )
     candidate_stderr_tail: str | None = None
 
 

@@ -42,6 +42,8 @@ def options_for(spec: JobSpec) -> ValidationOptions:
         atol=tolerances.atol,
         rtol=tolerances.rtol,
         calibration_runs=tolerances.calibration_runs,
+        noise_runs=tolerances.noise_runs,
+        alpha=tolerances.alpha,
         runs=tolerances.timing_runs,
         min_runs=min(tolerances.min_timing_runs, tolerances.timing_runs),
         timeout_s=spec.timeouts.run_s,

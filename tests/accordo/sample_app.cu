@@ -3,11 +3,16 @@
 //   exit  : same, then exit(0) from main without cudaDeviceReset
 //   crash : scale, then bad_write, a kernel that writes to an invalid address
 //   graph : same as ok, with the last add_one launched through a CUDA graph (stream capture)
+//   graphfirst: scale's first launch is captured into a CUDA graph (global capture mode), then the
+//           graph runs; nothing is launched before the capture
 //   reset : same as ok, then cudaDeviceReset and one more scale in the new context
+//   once  : scale once, nothing else (the process's first and only kernel launch)
+//   threads: 4 host threads, each on its own stream, launch scale 3 times at once
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #define CHECK(call)                                                                    \
@@ -43,6 +48,47 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   CHECK(cudaMemset(out, 0, n * sizeof(float)));
   const int block = 128, grid = (n + block - 1) / block;
+  if (std::strcmp(mode, "graphfirst") == 0) {
+    cudaStream_t stream;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamCreate(&stream));
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    scale<<<grid, block, 0, stream>>>(in, out, n);
+    CHECK(cudaStreamEndCapture(stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    CHECK(cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    std::printf(host[n - 1] == 2.0f * 0.5f * (n - 1) + 1.0f ? "ok\n" : "wrong\n");
+    return 0;
+  }
+  if (std::strcmp(mode, "once") == 0) {
+    scale<<<grid, block>>>(in, out, n);
+    CHECK(cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    std::printf(host[n - 1] == 2.0f * 0.5f * (n - 1) + 1.0f ? "ok\n" : "wrong\n");
+    return 0;
+  }
+  if (std::strcmp(mode, "threads") == 0) {
+    std::vector<std::thread> threads;
+    std::vector<cudaError_t> errors(4, cudaSuccess);
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        cudaStream_t stream;
+        cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        for (int r = 0; r < 3 && e == cudaSuccess; ++r) {
+          scale<<<grid, block, 0, stream>>>(in, out, n);
+          e = cudaGetLastError();
+        }
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+        errors[t] = e;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (cudaError_t e : errors) CHECK(e);
+    std::printf("ok\n");
+    return 0;
+  }
   if (std::strcmp(mode, "crash") == 0) {
     scale<<<grid, block>>>(in, out, n);
     bad_write<<<1, 32>>>(out);

@@ -69,6 +69,27 @@ def test_time_sample(
     assert both.wall_s < 4.0  # a gate that never opened would hold each of the 5 launches for 1 s
 
 
+@pytest.mark.parametrize("loading", ["LAZY", "EAGER"])
+@pytest.mark.parametrize(
+    ("mode", "launches"), [("ok", 3), ("once", 1), ("threads", 12), ("exit", 3), ("reset", 4)]
+)
+def test_time_never_stalls(
+    sample_app: Path, accordo_lib: Path, tmp_path: Path, loading: str, mode: str, launches: int
+) -> None:
+    """Under lazy module loading (CUDA's default) a function's first launch loads its module inside the
+    launch call, and that load waits for work queued on the device: the gate queued ahead of the launch
+    must not be that work. The process's first kernel, a kernel launched once, four threads' concurrent
+    first launches and a launch after a device reset are all timed, in both loading modes, and no launch
+    waits out the gate's one-second limit."""
+    run = run_timed([str(sample_app), mode], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
+                    library=accordo_lib, env={"CUDA_MODULE_LOADING": loading})  # fmt: skip
+    assert run.stdout.strip() == "ok"
+    assert sorted(x.index for x in run.launches) == list(range(launches))
+    assert all(0 < x.duration_ns < 5e6 for x in run.launches)
+    # a stalled launch is reported ("could not be timed": ProfileError above) and costs a whole second
+    assert run.wall_s < 3.0
+
+
 def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
     """A launch captured into a CUDA graph cannot be timed by events: the run says so instead of timing
     fewer launches than ran."""
@@ -78,6 +99,21 @@ def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_
     with pytest.raises(ProfileError, match=r"launch 1 of void add_one<float>.*captured into a CUDA graph"):
         run_timed([str(sample_app), "graph"], kernel_regex="add_one", cwd=tmp_path, timeout_s=120,
                   library=accordo_lib)  # fmt: skip
+
+
+@pytest.mark.parametrize("loading", ["LAZY", "EAGER"])
+def test_time_a_first_launch_inside_a_graph_capture(
+    sample_app: Path, accordo_lib: Path, tmp_path: Path, loading: str
+) -> None:
+    """The kernel's first launch is captured into a graph: time mode reports it and leaves the capture
+    alone (no load, no gate inside it), so the application's graph still builds and runs (exit 0)."""
+    env = {"CUDA_MODULE_LOADING": loading}
+    with pytest.raises(ProfileError, match=r"launch 0 of scale.*captured into a CUDA graph"):
+        run_timed([str(sample_app), "graphfirst"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
+                  library=accordo_lib, env=env)  # fmt: skip
+    untimed = run_timed([str(sample_app), "graphfirst"], kernel_regex="add_one", cwd=tmp_path, timeout_s=120,
+                        library=accordo_lib, env=env)  # fmt: skip
+    assert untimed.stdout.strip() == "ok" and untimed.launches == ()
 
 
 def test_time_across_a_device_reset(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:

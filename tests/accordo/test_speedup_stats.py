@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from accordo.speedup import KernelTimes, speedup_from_times, t_quantile_975
+from accordo.speedup import KernelTimes, speedup_from_times
+from accordo.stats import t_quantile, t_two_sided_quantile, t_upper_tail
 
 
 def times(values: list[int]) -> KernelTimes:
@@ -38,7 +39,7 @@ def test_interval_is_the_t_interval_of_log_ratios() -> None:
     logs = [math.log(r) for r in ratios]
     mean = sum(logs) / 3
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
-    assert s.high == pytest.approx(math.exp(mean + 4.303 * sd / math.sqrt(3)))
+    assert s.high == pytest.approx(math.exp(mean + 4.30265 * sd / math.sqrt(3)))
     assert s.median == pytest.approx(1.15)
 
 
@@ -52,8 +53,23 @@ def test_one_run_is_never_significant_and_bad_input_raises() -> None:
 
 
 def test_t_quantiles() -> None:
-    assert t_quantile_975(1) == 12.706 and t_quantile_975(9) == 2.262
-    assert t_quantile_975(35) == 2.042  # conservative between table rows
-    assert t_quantile_975(1000) == 1.96
+    """Against published tables of Student's t (two-sided 95%, 99%, 99.9%)."""
+    table = {
+        (0.975, 1): 12.706,
+        (0.975, 9): 2.262,
+        (0.975, 35): 2.030,
+        (0.995, 15): 2.947,
+        (0.9995, 23): 3.768,
+    }
+    for (p, df), expected in table.items():
+        assert t_quantile(p, df) == pytest.approx(expected, abs=5e-4)
+    assert t_quantile(0.975, 10**7) == pytest.approx(1.960, abs=5e-4)
+    assert t_quantile(0.025, 9) == pytest.approx(-2.262, abs=5e-4)
+    assert t_two_sided_quantile(0.001, 15) == pytest.approx(4.073, abs=5e-4)
+    assert t_upper_tail(2.262, 9) == pytest.approx(0.025, abs=1e-5)
+    assert t_upper_tail(-2.262, 9) == pytest.approx(0.975, abs=1e-5)
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError):
+            t_quantile(bad, 5)
     with pytest.raises(ValueError):
-        t_quantile_975(0)
+        t_upper_tail(1.0, 0)

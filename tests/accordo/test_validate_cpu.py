@@ -52,6 +52,9 @@ def test_finished_candidate_is_not_judged_here() -> None:
         ({"runs": 1}, "runs"),
         ({"element_type": "float128"}, "unknown element type"),
         ({"timeout_s": 0}, "timeout_s"),
+        ({"noise_runs": 1}, "noise_runs"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 0.7}, "alpha"),
     ],
 )
 def test_options_are_checked(kwargs: dict, message: str) -> None:
@@ -70,6 +73,10 @@ def test_cli_rejects_bad_options_before_running_anything() -> None:
     assert bad_kernel.exit_code == 2 and "not a valid regex" in bad_kernel.output
     one_run = runner.invoke(app, [*base, "--runs", "1"])
     assert one_run.exit_code == 2
+    bad_alpha = runner.invoke(app, [*base, "--alpha", "0.9"])
+    assert bad_alpha.exit_code == 2 and "--alpha" in bad_alpha.output
+    bad_noise_runs = runner.invoke(app, [*base, "--noise-runs", "1"])
+    assert bad_noise_runs.exit_code == 2 and "--noise-runs" in bad_noise_runs.output
     bad_timer = runner.invoke(app, [*base, "--timer", "stopwatch"])
     assert bad_timer.exit_code == 2 and "unknown timer 'stopwatch'; one of: events, cupti" in bad_timer.output
 
@@ -80,3 +87,29 @@ def test_a_candidate_may_run_ten_times_the_slowest_reference_within_the_limit() 
     assert reference.candidate_timeout(40) == 40  # never beyond the job's run timeout
     quick = Reference(kernel="k", command=("./app",), cwd=None, captures=(), wall_s=(0.3,))
     assert quick.candidate_timeout(600) == 30  # a floor for start-up noise
+
+
+def test_the_job_spec_tolerances_reach_accordo() -> None:
+    from intelliperf.contract import JobSpec
+    from intelliperf.engine.judge import options_for
+
+    spec = JobSpec.model_validate(
+        {
+            "applications": [{"command": "./app"}],
+            "tolerances": {
+                "atol": 1e-5,
+                "rtol": 1e-4,
+                "calibration_runs": 4,
+                "noise_runs": 30,
+                "alpha": 0.001,
+            },
+        }
+    )
+    options = options_for(spec)
+    assert (options.atol, options.rtol, options.calibration_runs) == (1e-5, 1e-4, 4)
+    assert (options.noise_runs, options.alpha) == (30, 0.001)
+    defaults = options_for(JobSpec.model_validate({"applications": [{"command": "./app"}]}))
+    assert (defaults.noise_runs, defaults.alpha) == (
+        ValidationOptions().noise_runs,
+        ValidationOptions().alpha,
+    )

@@ -59,6 +59,7 @@ def validation(result: Speedup | None) -> ValidationResult:
             passed=True,
             max_abs_error=abs_err,
             max_rel_error=rel_err,
+            bound_use=abs_err / 1e-6,
         )
 
     source = BufferComparison(param=1, role="input", dtype="float32", bytes=4 << 20, passed=True)
@@ -75,6 +76,8 @@ def validation(result: Speedup | None) -> ValidationResult:
         rtol=1e-5,
         calibration_runs=3,
         noise_max=2.5e-7,
+        alpha=0.01,
+        bound_use=0.3,
     )
 
 
@@ -229,12 +232,12 @@ def test_metric_and_validation() -> None:
     text = render_summary(report())
     (metric_row,) = table_rows(text, "### Bottleneck metric")
     assert metric_row == "| excessive shared-memory wavefronts | 1,000 | 0 | -100.0% |"
-    assert "Outputs passed on 2 launch(es), atol 1e-06, rtol 1e-05" in text
-    assert "3 reference runs (at most 2.5e-07)" in text
+    assert "Outputs passed on 2 launch(es) (atol 1e-06, rtol 1e-05, plus rounding" in text
+    assert "3 reference runs, noise up to 2.5e-07 (alpha 0.01); worst element at 0.3 of its bound" in text
     # the worst launch is the second one; its output buffer only (the input is not listed)
     assert "worst launch (2)" in text
     (buffer_row,) = table_rows(text, "### Validation")
-    assert buffer_row == "| 0 | float32 | 4,194,304 | 3e-07 | 4e-06 |"
+    assert buffer_row == "| 0 | float32 | 4,194,304 | 3e-07 | 4e-06 | 0.3 |"
 
 
 def test_attempts_table_one_row_each_with_escaped_reasons() -> None:
