@@ -196,9 +196,7 @@ def test_a_noisy_reference_is_calibrated_on_more_runs(request: pytest.FixtureReq
     assert len(reference.captures) == ValidationOptions().noise_runs
 
 
-@pytest.mark.parametrize(
-    "case", SUMS["cases"], ids=[f"{c['candidate'][4:]}-{c['data']}" for c in SUMS["cases"]]
-)
+@pytest.mark.parametrize("case", DECIDED, ids=[f"{c['candidate'][4:]}-{c['data']}" for c in DECIDED])
 def test_float_sum_rewrite_verdict(request: pytest.FixtureRequest, sums: Path, case: dict) -> None:
     """Reordered sums pass; dropped or skipped elements, half precision, a missing barrier fail as a
     mismatch; zeroing the const input is input_modified, whatever the output says."""
