@@ -20,7 +20,7 @@ def test_the_pull_request_is_what_the_writer_makes_of_the_gpu_report() -> None:
     assert (
         PULL["title"]
         == pull_request_title(REPORT)
-        == ("[IntelliPerf] transpose_tiled: Shared-memory bank conflicts, 1.69x faster")
+        == ("[IntelliPerf] transpose_tiled: Shared-memory bank conflicts, 1.65x faster")
     )
     assert PULL["body"] == render_summary(REPORT)
     assert PULL["head"].startswith(branch_prefix(REPORT))
