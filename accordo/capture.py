@@ -93,6 +93,11 @@ class Buffer:
         return id(self._map)
 
     @property
+    def file_bytes(self) -> int:
+        """The size of the capture file that holds the bytes."""
+        return len(self._map)
+
+    @property
     def data(self) -> np.ndarray:
         """The bytes as a read-only uint8 array backed by the file (no copy)."""
         return np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.file_offset)
@@ -171,6 +176,11 @@ class Capture:
     truncated: bool  # the file ends inside a record (the process died while writing)
     launches: tuple[Launch, ...]
     errors: tuple[CaptureError, ...]  # every ERROR record, in file order
+
+    @property
+    def file_bytes(self) -> int:
+        """The size of the capture files that hold the snapshots."""
+        return sum({b.source_id: b.file_bytes for x in self.launches for b in x.buffers}.values())
 
     def for_kernel(self, name: str) -> tuple[Launch, ...]:
         """The launches whose mangled or demangled name equals ``name``."""

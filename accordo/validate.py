@@ -166,7 +166,7 @@ def capture_reference(
         capture_once(options.calibration_runs)
     noisy = len(captures) > 1 and options.noise_runs > len(captures) and reference_disagrees(captures)
     if noisy:
-        per_run = max(_capture_bytes(c) for c in captures)
+        per_run = max(c.file_bytes for c in captures)
         affordable = max(len(captures), options.noise_capture_bytes // max(per_run, 1))
         total = min(options.noise_runs, affordable)
         say(
@@ -188,12 +188,6 @@ def capture_reference(
         env=env,
         library=library,
     )
-
-
-def _capture_bytes(capture: Capture) -> int:
-    """Bytes of the capture files behind ``capture`` (snapshots share their file's map)."""
-    maps = {id(b._map): len(b._map) for launch in capture.launches for b in launch.buffers}
-    return sum(maps.values())
 
 
 def _output_dir(keep_captures: str | Path | None, name: str) -> Path | None:

@@ -41,6 +41,10 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import device_name  # noqa: E402
+
 RECORD = ROOT / "benchmarks" / "results" / "gpu_tests.json"
 
 # Every file that runs on or drives the GPU, as glob patterns relative to the repository root. A pattern that
@@ -130,22 +134,6 @@ def format_counts(counts: dict) -> str:
     """'3 failed, 50 passed' in pytest's order, leaving out zeros."""
     items = [f"{counts[key]} {key}" for key in COUNTS if counts.get(key)]
     return ", ".join(items) or "no tests ran"
-
-
-def device_name() -> str | None:
-    """The first GPU's name from nvidia-smi, or None without one."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if lines else None
 
 
 def now() -> str:

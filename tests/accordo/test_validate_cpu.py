@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import accordo.validate
 from accordo.capture import CaptureRun, read_capture
-from accordo.validate import Reference, ValidationOptions, _candidate_failure
+from accordo.validate import Reference, ValidationOptions, _candidate_failure, capture_reference
 from intelliperf.cli import app
 
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "captures" / "block_sum"
@@ -113,3 +114,49 @@ def test_the_job_spec_tolerances_reach_accordo() -> None:
         ValidationOptions().noise_runs,
         ValidationOptions().alpha,
     )
+
+
+def _replayed_runs(monkeypatch: pytest.MonkeyPatch, folder: Path, names: list[str]) -> None:
+    """accordo.validate's capture runs replay captures recorded on a GPU (none here), in order."""
+    replay = iter(names)
+
+    def run_capture(*_args: object, **_kwargs: object) -> CaptureRun:
+        capture = read_capture(folder / f"{next(replay)}.bin")
+        return CaptureRun("ok", 0, None, "exited with code 0", "", "", "", 0.5, (capture,), capture)
+
+    monkeypatch.setattr(accordo.validate, "run_capture", run_capture)
+
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+
+
+def test_a_noisy_reference_is_captured_noise_runs_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replaying the H100's 24 runs of the atomicAdd sum: its first 3 runs disagree, so the reference is
+    captured until noise_runs; within a small capture budget it stops early and says why."""
+    names = [f"reference-{i}" for i in range(1, 25)]
+    _replayed_runs(monkeypatch, CAPTURES / "sums", names)
+    said: list[str] = []
+    reference = capture_reference(
+        "sum", ["bin/ref"], options=ValidationOptions(noise_runs=24), progress=said.append
+    )
+    assert len(reference.captures) == 24
+    assert "the reference's runs disagree: measuring its noise over 24 runs" in said
+
+    _replayed_runs(monkeypatch, CAPTURES / "sums", names)
+    per_run = reference.captures[0].file_bytes
+    said.clear()
+    small = capture_reference(
+        "sum", ["bin/ref"], options=ValidationOptions(noise_capture_bytes=5 * per_run), progress=said.append
+    )
+    assert len(small.captures) == 5
+    assert any("over 5 runs (24 wanted" in message for message in said)
+
+
+def test_a_steady_reference_is_captured_calibration_runs_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _replayed_runs(monkeypatch, CAPTURES / "block_sum", ["reference-1", "reference-2", "reference-3"])
+    reference = capture_reference("block_sum", ["bin/ref"], options=ValidationOptions())
+    assert len(reference.captures) == 3
