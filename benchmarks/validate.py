@@ -258,7 +258,7 @@ def main() -> int:
             print(json.dumps(row), flush=True)
     stable = previous.get("stability")
     if "stability" in parts:
-        stable = stability(args.stability_repeats, 48)
+        stable = stability(args.stability_repeats)
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]

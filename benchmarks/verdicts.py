@@ -36,7 +36,21 @@ from accordo.validate import ValidationOptions, capture_reference, check_candida
 SUMS = ROOT / "examples" / "accordo_sums"
 DEFAULT_N = "4194381"  # 2^22 + 77: the cases' default
 RECORD_N = "16461"  # 2^14 + 77: small enough for capture fixtures in git
+DEFAULT_POOL = 48  # reference captures each repeat draws its noise_runs calibration from
 PARALLEL = 4  # captures at a time: they share the GPU, each mostly waits on copies and process start
+
+
+def built_cases() -> dict:
+    """examples/accordo_sums built, and its cases.json."""
+    subprocess.run(["make", "-j8"], cwd=SUMS, check=True, capture_output=True)
+    return json.loads((SUMS / "cases.json").read_text())
+
+
+def sum_result(capture: Capture) -> float:
+    """The sum a run wrote (its one launch's output, after the kernel)."""
+    out = capture.launches[0].buffer(1, "after")
+    assert out is not None
+    return float(out.view("<f4")[0])
 
 
 def capture_many(argv: list[str], kernel: str, count: int) -> list[Capture]:
@@ -73,14 +87,14 @@ def judge(
     return verdicts
 
 
-def case_row(case: dict, data: str, verdicts: list[dict]) -> dict:
+def case_row(case: dict, verdicts: list[dict]) -> dict:
     expected = (case["expected"], case["reason"])
     right = sum((v["verdict"], v["reason"]) == expected for v in verdicts)
     uses = [v["bound_use"] for v in verdicts if v["bound_use"] is not None]
     wrong_details = [v["detail"] for v in verdicts if (v["verdict"], v["reason"]) != expected]
     return {
         "case": Path(case["candidate"]).name,
-        "data": data,
+        "data": case["data"],
         "expected": case["expected"],
         "expected_reason": case["reason"],
         "repeats": len(verdicts),
@@ -94,31 +108,28 @@ def case_row(case: dict, data: str, verdicts: list[dict]) -> dict:
     }
 
 
-def stability(repeats: int, pool_size: int, n: str | None = None) -> dict:
-    manifest = json.loads((SUMS / "cases.json").read_text())
+def stability(repeats: int, pool_size: int = DEFAULT_POOL, n: str | None = None) -> dict:
+    manifest = built_cases()
     kernel = manifest["kernel"]
     options = ValidationOptions()
-    subprocess.run(["make", "-j8"], cwd=SUMS, check=True, capture_output=True)
     rows = []
     for data in dict.fromkeys(case["data"] for case in manifest["cases"]):
         args = [n or DEFAULT_N, "1", data]
         started = time.perf_counter()
         pool = capture_many([manifest["reference"], *args], kernel, pool_size)
-        noise = [c.launches[0].buffer(1, "after").view("<f4")[0] for c in pool]  # type: ignore[union-attr]
+        results = [sum_result(c) for c in pool]
+        mean, sd = statistics.fmean(results), statistics.stdev(results)
         print(
             f"{data}: reference pool of {pool_size} runs in {time.perf_counter() - started:.0f} s; "
-            f"result mean {statistics.fmean(noise):.7g}, sd {statistics.stdev(noise):.3g}",
+            f"result mean {mean:.7g}, sd {sd:.3g}",
             flush=True,
         )
         for case in (c for c in manifest["cases"] if c["data"] == data):
             candidates = capture_many([case["candidate"], *args], kernel, repeats)
-            row = case_row(case, data, judge(pool, candidates, options.noise_runs, options))
-            row["candidate_results"] = [
-                float(c.launches[0].buffer(1, "after").view("<f4")[0])  # type: ignore[union-attr]
-                for c in candidates[:3]
-            ]
-            row["reference_mean"] = statistics.fmean(noise)
-            row["reference_sd"] = statistics.stdev(noise)
+            row = case_row(case, judge(pool, candidates, options.noise_runs, options))
+            row["candidate_results"] = [sum_result(c) for c in candidates[:3]]
+            row["reference_mean"] = mean
+            row["reference_sd"] = sd
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "wrong_example"}), flush=True)
     decided = [r for r in rows if not r["undetectable"]]
@@ -137,8 +148,7 @@ def stability(repeats: int, pool_size: int, n: str | None = None) -> dict:
 def record(directory: Path) -> None:
     """Keep the capture files of a signed-data validation of every case (RECORD_N elements) under
     ``directory``: the reference's calibration (``reference-<i>/``) and each case (``<case>/candidate/``)."""
-    manifest = json.loads((SUMS / "cases.json").read_text())
-    subprocess.run(["make", "-j8"], cwd=SUMS, check=True, capture_output=True)
+    manifest = built_cases()
     options = ValidationOptions(measure=False)
     args = [RECORD_N, "1", "signed"]
     reference = capture_reference(
@@ -177,7 +187,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--pool", type=int, default=48, help="reference captures to draw calibrations from")
+    parser.add_argument("--pool", type=int, default=DEFAULT_POOL, help="reference captures to draw from")
     parser.add_argument("--n", help="elements to sum (default: the cases' 2^22 + 77)")
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
     parser.add_argument("--record", type=Path, help="only record small capture fixtures into this folder")
