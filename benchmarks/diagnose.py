@@ -5,7 +5,10 @@ CUPTI tracer), interleaved, medians of --repeats (timing_s is the traced applica
 timing_with_parsing_s adds reading and ranking the trace); then one full diagnosis with 'auto'
 whose counter pass is timed by the engine. Right means: the hottest bottlenecked kernel
 is the example's kernel, the selected formula is the expected one, and the first hot line is the
-line marked `// intelliperf: <formula>`. Controls and fixed versions must show no bottleneck.
+line marked `// intelliperf: <formula>`. Controls and fixed versions must show no bottleneck. An example
+with a "library" prefix must list the kernels with that prefix as library kernels and not profile
+them. Per formula, the estimated saving is set beside the saving the fixed version measured (the
+example kernel's median time, original against fixed, from the two timing passes).
 
     python benchmarks/diagnose.py --out benchmarks/results/diagnose.json [--record tests/fixtures/gpu]
 """
@@ -31,9 +34,14 @@ from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
 EXAMPLES = ROOT / "examples"
 
 
+def is_kernel(demangled: str, name: str) -> bool:
+    """A CUDA kernel's demangled name carries its parameters; a Triton kernel's is the bare name."""
+    return demangled == name or demangled.startswith(name + "(")
+
+
 def marker_line(source: Path, formula: str) -> int | None:
     for number, text in enumerate(source.read_text().splitlines(), start=1):
-        if f"// intelliperf: {formula}" in text:
+        if f"intelliperf: {formula}" in text:
             return number
     return None
 
@@ -43,9 +51,15 @@ def judge(report: Report, example: dict, variant: str) -> dict:
     expected_formula = example["formula"] if variant == "original" else None
     top = report.kernels[0] if report.kernels else None
     flagged = [d for d in report.diagnoses if d.present]
+    library_ok = library_verdict(report, example)
     if expected_formula is None:
-        kernel_ok = top is not None and top.demangled.startswith(example["kernel"] + "(")
+        kernel_ok = top is not None and is_kernel(top.demangled, example["kernel"])
+        if example.get("library"):
+            kernel_ok = any(
+                is_kernel(k.demangled, example["kernel"]) and not k.library for k in report.kernels
+            )
         return {
+            "library_ok": library_ok,
             "kernel_ok": kernel_ok,
             "formula_ok": not flagged,
             "line_ok": not flagged,
@@ -53,7 +67,7 @@ def judge(report: Report, example: dict, variant: str) -> dict:
         }
     selected = report.selected
     kernel_ok = selected is not None and any(
-        k.name == selected.kernel and k.demangled.startswith(example["kernel"] + "(") for k in report.kernels
+        k.name == selected.kernel and is_kernel(k.demangled, example["kernel"]) for k in report.kernels
     )
     formula_ok = selected is not None and selected.formula == expected_formula
     line_ok = False
@@ -62,7 +76,32 @@ def judge(report: Report, example: dict, variant: str) -> dict:
         want = marker_line(EXAMPLES / example["name"] / example["source"], expected_formula)
         loc = chosen.locations[0] if chosen.locations else None
         line_ok = loc is not None and Path(loc.file).name == example["source"] and loc.line == want
-    return {"kernel_ok": kernel_ok, "formula_ok": formula_ok, "line_ok": line_ok, "flagged": len(flagged)}
+    return {
+        "library_ok": library_ok,
+        "kernel_ok": kernel_ok,
+        "formula_ok": formula_ok,
+        "line_ok": line_ok,
+        "flagged": len(flagged),
+    }
+
+
+def library_verdict(report: Report, example: dict) -> bool:
+    """Library kernels are marked, never profiled, and cost one warning line, not one per kernel."""
+    diagnosed = {d.kernel for d in report.diagnoses}
+    library = [k for k in report.kernels if k.library]
+    if any(k.name in diagnosed for k in library):
+        return False
+    if any("no counters were collected" in w for w in report.warnings):
+        return False
+    prefix = example.get("library")
+    if prefix is None:
+        return True
+    expected = [k for k in report.kernels if prefix in k.demangled]
+    return bool(expected) and all(k.library for k in expected)
+
+
+def kernel_median_ns(report: Report, example: dict) -> float | None:
+    return next((k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])), None)
 
 
 def measure(example: dict, variant: str, repeats: int, record: Path | None) -> dict:
@@ -85,7 +124,18 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         (out / "report.json").write_text(report.model_dump_json(indent=1))
     verdict = judge(report, example, variant)
     selected = report.selected
+    estimated = None
+    if selected is not None:
+        estimated = next(
+            d.estimated_saving_fraction
+            for d in report.diagnoses
+            if d.kernel == selected.kernel and d.formula == selected.formula
+        )
     return {
+        "kernel_median_ns": kernel_median_ns(report, example),
+        "estimated_saving": estimated,
+        "undecided": sorted({d.formula for d in report.diagnoses if not d.decided}),
+        "warnings": report.warnings,
         "example": example["name"],
         "variant": variant,
         "expected_formula": example["formula"] if variant == "original" else None,
@@ -98,19 +148,40 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
     }
 
 
+def savings(rows: list[dict]) -> dict[str, list[dict]]:
+    """Per formula: each example's estimated saving beside the saving its fixed version measured."""
+    by_formula: dict[str, list[dict]] = {}
+    fixed = {r["example"]: r for r in rows if r["variant"] == "fixed"}
+    for row in rows:
+        after = fixed.get(row["example"])
+        if row["expected_formula"] is None or after is None:
+            continue
+        before_ns, after_ns = row["kernel_median_ns"], after["kernel_median_ns"]
+        measured = 1 - after_ns / before_ns if before_ns and after_ns else None
+        by_formula.setdefault(row["expected_formula"], []).append(
+            {
+                "example": row["example"],
+                "estimated_saving": row["estimated_saving"],
+                "measured_saving": round(measured, 4) if measured is not None else None,
+                "measured_speedup": round(before_ns / after_ns, 3) if before_ns and after_ns else None,
+            }
+        )
+    return by_formula
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "diagnose.json")
     parser.add_argument("--record", type=Path, default=None, help="keep every export here (test fixtures)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", default=None)
+    parser.add_argument("--only", default=None, help="comma-separated example names")
     args = parser.parse_args()
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
     manifest = json.loads((EXAMPLES / "examples.json").read_text())
     rows = []
     device = None
     for example in manifest:
-        if args.only and example["name"] != args.only:
+        if args.only and example["name"] not in args.only.split(","):
             continue
         for variant in ("original", "fixed"):
             row = measure(example, variant, args.repeats, args.record)
@@ -118,7 +189,7 @@ def main() -> int:
             print(json.dumps(row), flush=True)
     device = NvidiaBackend().device().name
     originals = [r for r in rows if r["variant"] == "original"]
-    right = [r for r in originals if r["kernel_ok"] and r["formula_ok"] and r["line_ok"]]
+    right = [r for r in originals if r["kernel_ok"] and r["formula_ok"] and r["line_ok"] and r["library_ok"]]
     must_be_clean = [r for r in rows if r["expected_formula"] is None]
     result = {
         "device": device,
@@ -131,20 +202,33 @@ def main() -> int:
             statistics.median(r["timing_with_parsing_s"] / r["plain_s"] - 1 for r in rows), 4
         ),
         "counter_ratio": round(statistics.median(r["counters_s"] / r["plain_s"] for r in rows), 3),
+        "counter_ratio_max": round(max(r["counters_s"] / r["plain_s"] for r in rows), 3),
+        "library_ok": all(r["library_ok"] for r in rows),
+        "undecided": sorted({f"{r['example']}/{r['variant']}: {f}" for r in rows for f in r["undecided"]}),
+        "savings": savings(rows),
         "targets": {"timing_overhead": 0.05, "counter_ratio": 10.0, "accuracy": 1.0, "false_positives": 0},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     header = f"{'example':18} {'variant':8} {'expected':17} {'selected':17} {'plain s':>8} {'timing x':>9} "
-    header += f"{'counters x':>10}  kernel formula line"
+    header += f"{'counters x':>10}  kernel  formula line    library"
     print(header)
     for r in rows:
-        verdicts = " ".join(f"{'ok' if r[key] else 'NO':7}" for key in ("kernel_ok", "formula_ok", "line_ok"))
+        verdicts = " ".join(
+            f"{'ok' if r[key] else 'NO':7}" for key in ("kernel_ok", "formula_ok", "line_ok", "library_ok")
+        )
         print(
             f"{r['example']:18} {r['variant']:8} {r['expected_formula'] or '-':17} "
             f"{r['selected_formula'] or '-':17} {r['plain_s']:8.3f} {r['timing_s'] / r['plain_s']:9.3f} "
             f"{r['counters_s'] / r['plain_s']:10.2f}  {verdicts}"
         )
+    print(f"{'formula':18} {'example':18} {'estimated':>9} {'measured':>9} {'speedup':>8}")
+    for formula, entries in result["savings"].items():
+        for e in entries:
+            est = "-" if e["estimated_saving"] is None else f"{e['estimated_saving']:.0%}"
+            meas = "-" if e["measured_saving"] is None else f"{e['measured_saving']:.0%}"
+            speed = "-" if e["measured_speedup"] is None else f"{e['measured_speedup']:.2f}x"
+            print(f"{formula:18} {e['example']:18} {est:>9} {meas:>9} {speed:>8}")
     print(
         f"device {device}: accuracy {result['accuracy']:.0%}, false positives {result['false_positives']}"
         f"/{result['clean_runs']}, timing overhead {result['timing_overhead']:+.1%}, "

@@ -14,6 +14,13 @@ Nsight Compute has no rule for this; ours rests on two measurements.
   Present needs a saving of at least 15%: a few hundred atomics at the end of a block
   reduction (the fixed examples: 6% and 10%) are the cure, not the disease.
 
+Every atomic form counts: RED (old value unused) and ATOM/ATOMG (old value used: `slot =
+atomicAdd(count, 1)`, atomicCAS loops, Triton's `tl.atomic_add` whose result is used). On sm_90
+`smsp__inst_executed_op_global_atom.sum` is `n/a`; `smsp__sass_inst_executed_op_global_atom.sum` and
+`smsp__inst_executed_op_generic_atom.sum` count ATOMG (GPU.md), and a generic-address ATOM is only
+in the latter. They count overlapping sets of the same instructions, so the largest one that has a
+value is taken; with none of them (or no L2 atomic sectors) the formula does not decide.
+
 Stall samples on RED instructions do not separate the two (the uncontended scatter spends 93% of
 its samples on RED, throttled by memory bandwidth), so they only rank lines for localization.
 """
@@ -22,12 +29,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow
+from formulas.base import Formula, Instruction, KernelProfile, MissingMetricError, SourceRow
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
 SAMPLES = "Warp Stall Sampling (All Samples)"
+
+RED_INSTRUCTIONS = "smsp__inst_executed_op_global_red.sum"
+ATOM_INSTRUCTIONS = (
+    "smsp__inst_executed_op_global_atom.sum",
+    "smsp__sass_inst_executed_op_global_atom.sum",
+    "smsp__inst_executed_op_generic_atom.sum",
+)
 
 MIN_CONCENTRATION = 8.0
 MIN_SAVING = 0.15
@@ -45,8 +59,8 @@ class AtomicContention(Formula):
     title = "Atomic contention"
     metric_label = "atomic operations in the busiest L2 slice"
     metrics: ClassVar[tuple[str, ...]] = (
-        "smsp__inst_executed_op_global_red.sum",
-        "smsp__inst_executed_op_global_atom.sum",
+        RED_INSTRUCTIONS,
+        *ATOM_INSTRUCTIONS,
         "lts__t_sectors_op_red.sum",
         "lts__t_sectors_op_red.max",
         "lts__t_sectors_op_red.avg",
@@ -61,11 +75,13 @@ class AtomicContention(Formula):
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
         hot = self.bottleneck_metric(kernel)
         average = kernel.metric("lts__t_sectors_op_red.avg") + kernel.metric("lts__t_sectors_op_atom.avg")
-        instructions = kernel.metric("smsp__inst_executed_op_global_red.sum") + kernel.metric(
-            "smsp__inst_executed_op_global_atom.sum"
-        )
+        red = kernel.metric(RED_INSTRUCTIONS)
+        atom = _atom_instructions(kernel)
+        instructions = red + atom
         numbers = {
             "atomic_warp_instructions": instructions,
+            "red_warp_instructions": red,
+            "atom_warp_instructions": atom,
             "hot_slice_atomic_sectors": hot,
             "mean_slice_atomic_sectors": average,
         }
@@ -116,6 +132,14 @@ class AtomicContention(Formula):
             "first and issue one atomic per block; privatize histograms per block or per warp in shared "
             f"memory and merge once; cap the grid so fewer blocks add into the result. {diagnosis.summary}."
         )
+
+
+def _atom_instructions(kernel: KernelProfile) -> float:
+    """Warp-level ATOM/ATOMG instructions: the largest of the counters that has a value."""
+    values = [value for name in ATOM_INSTRUCTIONS if (value := kernel.optional(name)) is not None]
+    if not values:
+        raise MissingMetricError(kernel.demangled or kernel.name, ATOM_INSTRUCTIONS)
+    return max(values)
 
 
 def _atomics_executed(row: SourceRow) -> float:

@@ -41,10 +41,11 @@ class BankConflict(ExcessShareFormula):
         return kernel.metric(SHARED_PIPE_PCT) / 100.0, "shared-memory pipe"
 
     def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
-        return {
-            "bank_conflicts_ld": kernel.metric("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
-            "bank_conflicts_st": kernel.metric("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+        counters = {
+            "bank_conflicts_ld": kernel.optional("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
+            "bank_conflicts_st": kernel.optional("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
         }
+        return {name: value for name, value in counters.items() if value is not None}
 
     def summary(self, share: float, ratio: float) -> str:
         return (

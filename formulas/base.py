@@ -14,18 +14,36 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from intelliperf.contract import Diagnosis, Severity, SourceLine, SourceLocation
+from intelliperf.errors import ProfileError
 
 __all__ = [
     "CONTEXT_LINES",
     "Formula",
     "Instruction",
     "KernelProfile",
+    "MissingMetricError",
     "SourceRow",
     "is_toolkit_file",
     "severity_for",
 ]
 
 CONTEXT_LINES = 4
+
+
+class MissingMetricError(ProfileError):
+    """A kernel-level metric a formula needs is absent, `n/a` or not a number in the profile.
+
+    Nsight Compute prints `n/a` for a metric the architecture does not support (seen on sm_90:
+    `smsp__inst_executed_op_global_atom.sum`); reading it as 0 would turn "not measured" into
+    "none happened". A formula that meets one says it could not decide (`Formula.evaluate`).
+    """
+
+    def __init__(self, kernel: str, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        super().__init__(
+            f"{kernel}: Nsight Compute gave no value for {', '.join(self.names)} "
+            "(n/a, unsupported or not collected)"
+        )
 
 
 @dataclass(frozen=True)
@@ -73,15 +91,38 @@ class KernelProfile:
     total_ns: float = 0.0
     arch: str = "sm_90"
 
-    def metric(self, name: str) -> float:
-        """A metric's value, 0.0 if absent or not a number (missing counters never raise)."""
+    def optional(self, name: str) -> float | None:
+        """A metric's value, or None where it is absent, `n/a` or not a number."""
         value = self.metrics.get(name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return 0.0
+        if value is None or math.isnan(float(value)):
+            return None
         return float(value)
 
+    def metric(self, name: str) -> float:
+        """A metric's value; raises MissingMetricError where it is absent or `n/a` (never 0)."""
+        value = self.optional(name)
+        if value is None:
+            raise MissingMetricError(self.demangled or self.name, [name])
+        return value
+
+    def first_metric(self, *names: str) -> tuple[str, float]:
+        """The first of several equivalent metrics that has a value (names differ by architecture)."""
+        for name in names:
+            value = self.optional(name)
+            if value is not None:
+                return name, value
+        raise MissingMetricError(self.demangled or self.name, names)
+
     def instruction_total(self, column: str, where: Callable[[Instruction], bool] | None = None) -> float:
-        """Sum of a per-instruction counter over the kernel, each instruction counted once."""
+        """Sum of a per-instruction counter over the kernel, each instruction counted once.
+
+        Raises MissingMetricError when the kernel has no per-instruction counters at all (no source
+        page). A column missing from every instruction is 0: Nsight Compute leaves out a column no
+        instruction of the kernel contributes to (no shared-memory column for a kernel without
+        shared accesses, seen in every recorded profile).
+        """
+        if not self.instructions:
+            raise MissingMetricError(self.demangled or self.name, ["per-instruction source counters"])
         return sum(i.metrics.get(column, 0.0) for i in self.instructions if where is None or where(i))
 
     def code_around(self, file: str, line: int, context: int = CONTEXT_LINES) -> list[SourceLine]:
@@ -123,7 +164,34 @@ class Formula(ABC):
     """What `bottleneck_metric` measures, in words (shown with the values before and after)."""
 
     @abstractmethod
-    def diagnose(self, kernel: KernelProfile) -> Diagnosis: ...
+    def diagnose(self, kernel: KernelProfile) -> Diagnosis:
+        """Decide on one kernel. May raise MissingMetricError: `evaluate` turns it into an undecided
+        diagnosis; call `evaluate`, not this."""
+
+    def evaluate(self, kernel: KernelProfile) -> Diagnosis:
+        """The diagnosis, or where a metric it needs has no value, a diagnosis that says it could not
+        decide and which metrics were missing."""
+        try:
+            return self.diagnose(kernel)
+        except MissingMetricError as missing:
+            return self.undecided(kernel, missing.names)
+
+    def undecided(self, kernel: KernelProfile, missing: Sequence[str]) -> Diagnosis:
+        names = ", ".join(missing)
+        return Diagnosis(
+            kernel=kernel.name,
+            formula=self.name,
+            present=False,
+            decided=False,
+            severity="none",
+            estimated_saving_ns=0.0,
+            estimated_saving_fraction=0.0,
+            summary=f"Could not decide on {self.title.lower()}: no value for {names}.",
+            reasoning=(
+                f"Nsight Compute reported {names} as n/a or did not report it for this kernel; a missing "
+                "metric is not read as 0, so this formula makes no claim either way"
+            ),
+        )
 
     @abstractmethod
     def bottleneck_metric(self, kernel: KernelProfile) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import KernelProfile
+from formulas.base import KernelProfile, MissingMetricError
 from formulas.excess import ExcessShareFormula
 from intelliperf.contract import Diagnosis
 
@@ -41,15 +41,23 @@ class MemoryAccess(ExcessShareFormula):
     )
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
-        unit, metric = max(UTILIZATION.items(), key=lambda item: kernel.metric(item[1]))
-        return kernel.metric(metric) / 100.0, unit
+        measured = {
+            unit: value
+            for unit, metric in UTILIZATION.items()
+            if (value := kernel.optional(metric)) is not None
+        }
+        if not measured:
+            raise MissingMetricError(kernel.demangled or kernel.name, tuple(UTILIZATION.values()))
+        unit = max(measured, key=measured.__getitem__)
+        return measured[unit] / 100.0, unit
 
     def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
         numbers = {}
         for op in ("ld", "st"):
-            requests = kernel.metric(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
-            sectors = kernel.metric(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
-            numbers[f"{op}_sectors_per_request"] = round(sectors / requests, 3) if requests else 0.0
+            requests = kernel.optional(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
+            sectors = kernel.optional(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
+            if requests and sectors is not None:
+                numbers[f"{op}_sectors_per_request"] = round(sectors / requests, 3)
         return numbers
 
     def summary(self, share: float, ratio: float) -> str:

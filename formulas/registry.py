@@ -19,7 +19,14 @@ from intelliperf.errors import SpecError
 
 __all__ = ["BUILTIN_MODULES", "META_FORMULAS", "FormulaRegistrationError", "all_formulas", "get", "names"]
 
-BUILTIN_MODULES = ("formulas.bank_conflict", "formulas.atomic_contention", "formulas.memory_access")
+BUILTIN_MODULES = (
+    "formulas.bank_conflict",
+    "formulas.atomic_contention",
+    "formulas.memory_access",
+    "formulas.register_pressure",
+    "formulas.branch_divergence",
+    "formulas.memory_locality",
+)
 META_FORMULAS = ("auto", "diagnoseOnly")
 ENTRY_POINT_GROUP = "intelliperf.formulas"
 _METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)*$")

@@ -34,11 +34,13 @@ def select(
 
     'auto': the hottest kernel that has a bottleneck, and on it the formula with the largest
     estimated saving. A named formula: the hottest kernel on which it is present. 'diagnoseOnly':
-    nothing is selected (diagnosis is the whole job).
+    nothing is selected (diagnosis is the whole job). Library kernels are never selected.
     """
     if requested == "diagnoseOnly":
         return None
     for kernel in sorted(kernels, key=lambda k: k.rank):
+        if kernel.library:
+            continue
         present = [
             d
             for d in diagnoses

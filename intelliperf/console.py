@@ -89,7 +89,7 @@ def kernel_table(report: Report) -> Table:
             str(kernel.launches),
             f"{kernel.total_ns / 1e6:.2f} ms",
             f"{kernel.share:.0%}",
-            main.formula if main else ("—" if mine else "not profiled"),
+            main.formula if main else ("—" if mine else ("library" if kernel.library else "not profiled")),
             f"[{severity_style}]{main.severity}[/]" if main else "",
             f"{main.estimated_saving_fraction:.0%}" if main else "",
             hot,

@@ -17,6 +17,11 @@ MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 BY_NAME = {example["name"]: example for example in MANIFEST}
 
 
+def is_kernel(demangled: str, name: str) -> bool:
+    """A CUDA kernel's demangled name carries its parameters; a Triton kernel's is the bare name."""
+    return demangled == name or demangled.startswith(name + "(")
+
+
 def replay(name: str, variant: str = "original", formula: str = "diagnoseOnly", **spec: object) -> Report:
     job = JobSpec(applications=[Application(command=["./app"])], formula=formula, **spec)
     return run_diagnosis(job, backend=ReplayBackend(RECORDED / name / variant), project=EXAMPLES / name)
@@ -29,11 +34,11 @@ def main_profile(name: str, variant: str = "original") -> KernelProfile:
 
     kernels = rank_kernels(backend.time_kernels([], cwd=EXAMPLES / name, timeout_s=1).kernels)
     profiles = backend.collect([], cwd=EXAMPLES / name, kernels=kernels, metrics=[], timeout_s=1)
-    kernel = next(k for k in kernels if k.demangled.startswith(BY_NAME[name]["kernel"] + "("))
+    kernel = next(k for k in kernels if is_kernel(k.demangled, BY_NAME[name]["kernel"]))
     return profiles[kernel.name]
 
 
 def marker_line(name: str) -> int:
     example = BY_NAME[name]
     lines = (EXAMPLES / name / example["source"]).read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if f"// intelliperf: {example['formula']}" in text)
+    return next(n for n, text in enumerate(lines, 1) if f"intelliperf: {example['formula']}" in text)

@@ -18,18 +18,24 @@ MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 
 def fixed_source(example: dict) -> Path:
     source = EXAMPLES / example["name"] / example["source"]
-    return source.with_name(source.stem + "_fixed.cu")
+    return source.with_name(source.stem + "_fixed" + source.suffix)
+
+
+def kernel_definition(example: dict) -> re.Pattern[str]:
+    if example.get("language") == "triton":
+        return re.compile(rf"@triton\.jit\s*\ndef\s+{example['kernel']}\s*\(")
+    return re.compile(rf"__global__\s+void\s+(__launch_bounds__\([^)]*\)\s+)?{example['kernel']}\s*\(")
 
 
 @pytest.mark.parametrize("example", MANIFEST, ids=lambda e: e["name"])
 def test_manifest_matches_the_sources(example: dict) -> None:
     original = (EXAMPLES / example["name"] / example["source"]).read_text()
     fixed = fixed_source(example).read_text()
-    pattern = re.compile(rf"__global__\s+void\s+{example['kernel']}\s*\(")
+    pattern = kernel_definition(example)
     assert pattern.search(original) and pattern.search(fixed), "same kernel name in both versions"
-    markers = re.findall(r"// intelliperf: (\w+)", original)
+    markers = re.findall(r"(?://|#) intelliperf: (\w+)", original)
     assert markers == ([example["formula"]] if example["formula"] else [])
-    assert "// intelliperf:" not in fixed
+    assert "intelliperf:" not in fixed
     assert "checksum" in original and "checksum" in fixed
 
 

@@ -58,6 +58,10 @@ class RankedKernel(_Frozen):
     mean_ns: float = Field(ge=0)
     median_ns: float = Field(ge=0)
     share: float = Field(ge=0, le=1, description="Share of all traced kernel time")
+    library: bool = Field(
+        default=False,
+        description="A library kernel (cuBLAS, cuDNN, CUB, ATen...): no source in the project, not profiled",
+    )
 
 
 class SourceLine(_Frozen):
@@ -78,6 +82,10 @@ class Diagnosis(_Frozen):
     kernel: str
     formula: str
     present: bool
+    decided: bool = Field(
+        default=True,
+        description="False: a metric the formula needs was n/a or missing, so it made no claim either way",
+    )
     severity: Severity
     estimated_saving_ns: float = Field(ge=0, description="Per launch, if the bottleneck were removed")
     estimated_saving_fraction: float = Field(ge=0, le=1, description="Of the kernel's time")

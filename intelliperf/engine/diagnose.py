@@ -16,9 +16,18 @@ from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
+from intelliperf.gpu.kernel_names import canonical_signature
 from intelliperf.settings import get_settings
 
-__all__ = ["Diagnosed", "diagnose_in", "filter_kernels", "project_relative", "run_diagnosis"]
+__all__ = [
+    "Diagnosed",
+    "diagnose_in",
+    "filter_kernels",
+    "library_note",
+    "project_relative",
+    "run_diagnosis",
+    "targets_of",
+]
 
 
 def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[RankedKernel]:
@@ -33,6 +42,38 @@ def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[Ran
             hint=f"kernels seen (hottest first): {seen}",
         )
     return matched
+
+
+def targets_of(kernels: list[RankedKernel], top_n: int) -> list[RankedKernel]:
+    """The kernels to profile: the ``top_n`` hottest with source in the project (not library kernels)."""
+    targets = [k for k in kernels if not k.library][:top_n]
+    if kernels and not targets:
+        names = ", ".join(k.demangled.split("(", 1)[0] for k in kernels[:5])
+        raise KernelNotFoundError(
+            f"every kernel the application launched comes from a library ({names}), so none has source "
+            "in the project to diagnose",
+            hint="the project's own kernels must run in this application; -k/--kernel selects among them",
+        )
+    return targets
+
+
+def library_note(shown: list[RankedKernel]) -> str | None:
+    """One line for the library kernels among the top ones (instead of one warning per kernel)."""
+    library = [k for k in shown if k.library]
+    if not library:
+        return None
+    share = sum(k.share for k in library)
+    names = sorted(
+        {
+            canonical_signature(k.demangled.replace("(anonymous namespace)", "anon"))[0].split("<")[0]
+            for k in library
+        }
+    )
+    return (
+        f"{len(library)} of the top kernels ({share:.0%} of GPU time) come from libraries and have no source "
+        f"in the project, so they are listed but not profiled: {', '.join(names[:4])}"
+        + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    )
 
 
 def _diagnose_kernels(
@@ -52,7 +93,7 @@ def _diagnose_kernels(
             continue
         if kernel.name not in with_lines:
             warnings.append(f"{kernel.demangled}: built without line info; diagnosed without source lines")
-        diagnoses.extend(formula.diagnose(profile) for formula in formulas)
+        diagnoses.extend(formula.evaluate(profile) for formula in formulas)
     return diagnoses
 
 
@@ -121,7 +162,12 @@ def diagnose_in(
     timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
     timing_s = time.perf_counter() - started
     ranked = rank_kernels(timing.kernels)
-    top = filter_kernels(ranked, spec.kernel)[: spec.top_n]
+    matched = filter_kernels(ranked, spec.kernel)
+    top = targets_of(matched, spec.top_n)
+    shown = sorted({k.name: k for k in [*matched[: spec.top_n], *top]}.values(), key=lambda k: k.rank)
+    note = library_note(shown)
+    if note:
+        warnings.append(note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
     metrics = metrics_for(formulas)
     progress.start("counters", f"Nsight Compute on {len(top)} kernel(s), {len(metrics)} metrics + source")
@@ -139,7 +185,7 @@ def diagnose_in(
     progress.done("counters", f"{counters_s:.1f} s")
     progress.start("diagnose", ", ".join(f.name for f in formulas))
     diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws, project)
-    selection = select(spec.formula, top, diagnoses)
+    selection = select(spec.formula, shown, diagnoses)
     found = sum(d.present for d in diagnoses)
     progress.done("diagnose", f"{found} bottleneck(s) found")
     report = Report(
@@ -148,7 +194,7 @@ def diagnose_in(
         application=list(app.command),
         project_directory=str(project),
         formula_requested=spec.formula,
-        kernels=top,
+        kernels=shown,
         diagnoses=diagnoses,
         selected=selection,
         passes=PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s),

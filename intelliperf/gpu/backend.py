@@ -15,6 +15,7 @@ from pathlib import Path
 from accordo.trace import KernelStats
 from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.gpu.kernel_names import is_library_kernel
 
 __all__ = ["GpuBackend", "TimingPass", "rank_kernels"]
 
@@ -38,6 +39,7 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
             mean_ns=k.mean_ns,
             median_ns=k.median_ns,
             share=round(k.total_ns / total, 6),
+            library=is_library_kernel(k.demangled),
         )
         for i, k in enumerate(ordered, start=1)
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["canonical_signature", "same_kernel"]
+__all__ = ["LIBRARY_PREFIXES", "canonical_signature", "is_library_kernel", "same_kernel"]
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|::|[^\sA-Za-z0-9_]")
 
@@ -69,3 +69,41 @@ def same_kernel(ncu_name: str, mangled: str, demangled: str) -> bool:
     if ncu_name in (mangled, demangled):
         return True
     return canonical_signature(ncu_name) == canonical_signature(demangled)
+
+
+LIBRARY_PREFIXES = (
+    "at::",  # PyTorch ATen
+    "c10::",
+    "cub::",  # CUB and Thrust, compiled in from the CUDA toolkit's headers
+    "thrust::",
+    "cutlass::",
+    "cublas",
+    "cublasLt",
+    "cudnn",
+    "cufft",
+    "curand",
+    "cusparse",
+    "nccl",
+    "flash::",
+    "xmma",
+    "nvjet",
+    "sm80_xmma",
+    "sm90_xmma",
+    "ampere_",
+    "hopper_",
+    "volta_",
+    "turing_",
+    "gemv",
+    "gemmk",
+    "splitKreduce",
+)
+"""Name prefixes (after a return type and namespaces like `(anonymous namespace)::`) of kernels that
+come from libraries: their source is not in the user's project, so they are listed with their time
+but never profiled, diagnosed or selected. cuBLAS and cuDNN kernels have C names (`sm90_xmma_gemm_...`,
+`nvjet_...`, `ampere_sgemm_...`); CUB, Thrust, CUTLASS and ATen kernels are C++ names in those namespaces."""
+
+
+def is_library_kernel(demangled: str) -> bool:
+    """Whether a kernel (by its demangled name) belongs to a library rather than to the user's project."""
+    name, _ = canonical_signature(demangled)
+    return name.removeprefix("(anonymousnamespace)::").startswith(LIBRARY_PREFIXES)

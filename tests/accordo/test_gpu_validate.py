@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = ROOT / "examples" / "accordo_cases"
 EXAMPLES = ROOT / "examples"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())
-MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
+# Accordo on Triton kernels belongs to the Python/Triton issue; the CUDA examples are validated here.
+MANIFEST = [e for e in json.loads((EXAMPLES / "examples.json").read_text()) if e.get("language") != "triton"]
 # AoS to SoA is a data-layout change, not a kernel rewrite: the kernel is given other input bytes.
 EXAMPLE_FAILURE = {"aos_field": "input_mismatch"}
 

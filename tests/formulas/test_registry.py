@@ -13,7 +13,14 @@ from intelliperf.errors import SpecError
 
 
 def test_builtin_formulas_registered() -> None:
-    assert set(all_formulas()) == {"bankConflict", "atomicContention", "memoryAccess"}
+    assert set(all_formulas()) == {
+        "bankConflict",
+        "atomicContention",
+        "memoryAccess",
+        "registerPressure",
+        "branchDivergence",
+        "memoryLocality",
+    }
     assert get("bankConflict")().title == "Shared-memory bank conflicts"
     with pytest.raises(SpecError, match=r"unknown formula 'bank'.*bankConflict"):
         get("bank")

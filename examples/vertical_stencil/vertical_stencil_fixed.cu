@@ -1,0 +1,73 @@
+// vertical_stencil: a 25-tap vertical box blur of a 8192x4096 float image.
+// Fixed: each block stages the 56 rows its 32 output rows need in shared memory once and sums
+// every output from there in the same order. Usage: vertical_stencil_fixed [iterations]
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+
+#define CUDA_CHECK(call)                                                                  \
+    do {                                                                                  \
+        cudaError_t err_ = (call);                                                        \
+        if (err_ != cudaSuccess) {                                                        \
+            std::fprintf(stderr, "%s:%d: CUDA error: %s (%s)\n", __FILE__, __LINE__,      \
+                         cudaGetErrorString(err_), #call);                                \
+            std::exit(1);                                                                 \
+        }                                                                                 \
+    } while (0)
+
+constexpr int kWidth = 8192;
+constexpr int kHeight = 4096;
+constexpr int kRadius = 12;
+constexpr int kBlock = 128;
+constexpr int kDefaultIterations = 5;
+
+__global__ void init_values(float* v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) v[i] = static_cast<float>((i * 2654435761u) % 1000u) * 0.001f;
+}
+
+constexpr int kRows = 32;  // output rows per block
+
+__global__ void blur_columns(const float* __restrict__ in, float* __restrict__ out, int width, int height) {
+    __shared__ float tile[kRows + 2 * kRadius][kBlock];
+    int x = blockIdx.x * kBlock + threadIdx.x;
+    int y0 = blockIdx.y * kRows;
+    for (int r = 0; r < kRows + 2 * kRadius; ++r) {
+        int row = min(max(y0 - kRadius + r, 0), height - 1);
+        tile[r][threadIdx.x] = in[static_cast<size_t>(row) * width + x];
+    }
+    for (int r = 0; r < kRows; ++r) {  // each thread reads only the column it wrote: no barrier
+        float acc = 0.0f;
+        for (int dy = -kRadius; dy <= kRadius; ++dy) acc += tile[r + kRadius + dy][threadIdx.x];
+        out[static_cast<size_t>(y0 + r) * width + x] = acc * (1.0f / (2 * kRadius + 1));
+    }
+}
+
+static void blur(const float* in, float* out) {
+    blur_columns<<<dim3(kWidth / kBlock, kHeight / kRows), kBlock>>>(in, out, kWidth, kHeight);
+}
+
+int main(int argc, char** argv) {
+    int iterations = argc > 1 ? std::atoi(argv[1]) : kDefaultIterations;
+    if (iterations <= 0) {
+        std::fprintf(stderr, "usage: %s [iterations>0]\n", argv[0]);
+        return 2;
+    }
+    const size_t n = static_cast<size_t>(kWidth) * kHeight;
+    float *in = nullptr, *out = nullptr;
+    CUDA_CHECK(cudaMalloc(&in, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&out, n * sizeof(float)));
+    init_values<<<(n + 255) / 256, 256>>>(in, static_cast<int>(n));
+    CUDA_CHECK(cudaGetLastError());
+    for (int it = 0; it < iterations; ++it) {
+        blur(in, out);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    float probe = 0.0f;
+    CUDA_CHECK(cudaMemcpy(&probe, out + n / 3, sizeof(float), cudaMemcpyDeviceToHost));
+    std::printf("checksum: out[n/3] = %.6f\n", probe);
+    CUDA_CHECK(cudaFree(in));
+    CUDA_CHECK(cudaFree(out));
+    return 0;
+}
