@@ -1,4 +1,4 @@
-"""Decisions and localization on real profiles of every example (recorded on an H200)."""
+"""Decisions and localization on real profiles of every example (recorded on an H100)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,73 @@ def test_bank_conflict_evidence_names_the_conflicting_load() -> None:
     hot = diagnosis.locations[0]
     assert hot.share > 0.9 and hot.metrics["L1 Wavefronts Shared Excessive"] > 1e7
     assert "tile[threadIdx.x]" in next(line.text for line in hot.code if line.hot)
+
+
+def test_atom_form_is_counted_where_the_global_atom_counter_is_n_a() -> None:
+    """work_queue's `item = atomicAdd(&next, 1)` compiles to ATOMG; on sm_90 ncu prints n/a for
+    smsp__inst_executed_op_global_atom.sum, and the sass/generic counters carry the count."""
+    from formulas.atomic_contention import AtomicContention
+
+    profile = main_profile("work_queue")
+    assert profile.optional("smsp__inst_executed_op_global_atom.sum") is None  # recorded as n/a
+    diagnosis = AtomicContention().evaluate(profile)
+    assert diagnosis.decided and diagnosis.present
+    assert diagnosis.metrics["red_warp_instructions"] == 0
+    assert diagnosis.metrics["atom_warp_instructions"] > 500_000
+
+
+def test_a_metric_that_is_n_a_is_never_read_as_0() -> None:
+    from dataclasses import replace
+
+    from formulas.atomic_contention import ATOM_INSTRUCTIONS, AtomicContention
+    from formulas.branch_divergence import BranchDivergence
+
+    profile = main_profile("work_queue")
+    without = {k: v for k, v in profile.metrics.items() if k not in ATOM_INSTRUCTIONS}
+    diagnosis = AtomicContention().evaluate(replace(profile, metrics=without))
+    assert not diagnosis.decided and not diagnosis.present
+    assert "smsp__sass_inst_executed_op_global_atom.sum" in diagnosis.summary
+    assert "not read as 0" in diagnosis.reasoning
+    ratio = "smsp__thread_inst_executed_per_inst_executed.ratio"
+    divergent = main_profile("divergent_lanes")
+    undecided = BranchDivergence().evaluate(
+        replace(divergent, metrics={k: v for k, v in divergent.metrics.items() if k != ratio})
+    )
+    assert not undecided.decided and ratio in undecided.summary
+
+
+def test_library_kernels_are_listed_not_profiled_and_never_selected() -> None:
+    report = replay("library_sort", formula="auto")
+    library = [k for k in report.kernels if k.library]
+    assert library and all("cub::" in k.demangled for k in library)
+    assert sum(k.share for k in library) > 0.5  # the sort is where the time goes
+    assert {d.kernel for d in report.diagnoses}.isdisjoint(k.name for k in library)
+    assert len([w for w in report.warnings if "librar" in w]) == 1
+    assert not any("no counters were collected" in w for w in report.warnings)
+    assert report.selected is None
+    triton = replay("triton_atomic", formula="auto")
+    assert triton.selected is not None and triton.selected.kernel == "bin_sums"
+    assert any(k.library and k.demangled.startswith("void at::native::") for k in triton.kernels)
+
+
+def test_register_pressure_points_at_the_spilling_lines() -> None:
+    report = replay("register_spill")
+    diagnosis = next(d for d in report.bottlenecks if d.formula == "registerPressure")
+    assert diagnosis.metrics["local_share"] > 0.9 and diagnosis.metrics["registers_per_thread"] == 32
+    assert diagnosis.locations[0].metrics["local-memory instructions executed"] > 0
+    fixed = next(d for d in replay("register_spill", "fixed").diagnoses if d.formula == "registerPressure")
+    assert fixed.metrics["local_bytes"] == 0 and fixed.metrics["registers_per_thread"] > 32
+
+
+def test_locality_is_kept_apart_from_uncoalesced_access() -> None:
+    """A strided copy wastes sectors inside each request, but its caches serve the neighbours: L2
+    reuse ~1. The vertical stencil's requests are coalesced, but each byte is fetched ~20x from L2."""
+    from formulas.memory_locality import MemoryLocality
+
+    formula = MemoryLocality()
+    strided = formula.evaluate(main_profile("strided_copy"))
+    stencil = formula.evaluate(main_profile("vertical_stencil"))
+    row = formula.evaluate(main_profile("row_stencil"))
+    assert not strided.present and strided.metrics["l2_reuse"] < 2
+    assert stencil.present and stencil.metrics["l2_reuse"] > 10
+    assert not row.present and row.metrics["l2_reuse"] < 2

@@ -22,7 +22,7 @@ def test_raw_page_gives_every_profiled_kernel_in_base_units() -> None:
     assert 50_000 < main["gpu__time_duration.sum"] < 200_000  # ns: a ~80 us transpose
     assert main["device__attribute_multiprocessor_count"] == 132
     assert main["launch__grid_size"] == 16384  # "16,384" in the export
-    assert kernels[1].text["device__attribute_display_name"] == "NVIDIA H200"
+    assert kernels[1].text["device__attribute_display_name"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_scaled_units_are_normalised() -> None:
