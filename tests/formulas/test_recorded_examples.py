@@ -158,3 +158,14 @@ def test_locality_is_kept_apart_from_uncoalesced_access() -> None:
     assert not strided.present and strided.metrics["l2_reuse"] < 2
     assert stencil.present and stencil.metrics["l2_reuse"] > 10
     assert not row.present and row.metrics["l2_reuse"] < 2
+
+
+def test_kernels_with_a_small_share_are_listed_but_not_profiled() -> None:
+    report = replay("work_queue")  # init_values: 1.9% of GPU time
+    init = next(k for k in report.kernels if k.demangled.startswith("init_values("))
+    assert init.share < 0.05 and all(d.kernel != init.name for d in report.diagnoses)
+    assert any("under 5% of GPU time" in w and "init_values" in w for w in report.warnings)
+    named = replay("work_queue", kernel="init_values")  # -k: the user asked for it
+    assert {d.kernel for d in named.diagnoses} == {init.name}
+    fixed = replay("work_queue", "fixed")  # init_values: 12% once the main kernel is fast
+    assert any(d.kernel == init.name for d in fixed.diagnoses)
