@@ -23,6 +23,7 @@ __all__ = [
     "KernelProfile",
     "MissingMetricError",
     "SourceRow",
+    "busiest_unit",
     "is_toolkit_file",
     "severity_for",
 ]
@@ -133,6 +134,18 @@ class KernelProfile:
         first = max(1, line - context)
         last = min(len(lines), line + context)
         return [SourceLine(line=n, text=lines[n - 1], hot=n == line) for n in range(first, last + 1)]
+
+
+def busiest_unit(kernel: KernelProfile, utilization: Mapping[str, str]) -> tuple[float, str]:
+    """The busiest of the units whose utilization metrics (unit name -> percent metric) have a value, as
+    (fraction 0..1, unit name); raises MissingMetricError when none has one."""
+    measured = {
+        unit: value for unit, metric in utilization.items() if (value := kernel.optional(metric)) is not None
+    }
+    if not measured:
+        raise MissingMetricError(kernel.demangled or kernel.name, tuple(utilization.values()))
+    unit = max(measured, key=measured.__getitem__)
+    return measured[unit] / 100.0, unit
 
 
 TOOLKIT_MARKERS = ("/cuda/include/", "/cuda/targets/", "/cuda-", "/nvidia/cuda", "/site-packages/triton/")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import KernelProfile, MissingMetricError
+from formulas.base import KernelProfile, busiest_unit
 from formulas.excess import ExcessShareFormula
 from intelliperf.contract import Diagnosis
 
@@ -41,15 +41,7 @@ class MemoryAccess(ExcessShareFormula):
     )
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
-        measured = {
-            unit: value
-            for unit, metric in UTILIZATION.items()
-            if (value := kernel.optional(metric)) is not None
-        }
-        if not measured:
-            raise MissingMetricError(kernel.demangled or kernel.name, tuple(UTILIZATION.values()))
-        unit = max(measured, key=measured.__getitem__)
-        return measured[unit] / 100.0, unit
+        return busiest_unit(kernel, UTILIZATION)
 
     def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
         numbers = {}

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow
+from formulas.base import Formula, Instruction, KernelProfile, SourceRow, busiest_unit
+from formulas.memory_access import UTILIZATION
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
@@ -33,11 +34,6 @@ REGISTERS = "launch__registers_per_thread"
 BLOCKS_BY_REGISTERS = "launch__occupancy_limit_registers"
 BLOCK_SIZE = "launch__block_size"
 ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
-UTILIZATION = (
-    "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
-    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-)
 MAX_WARPS_PER_SM = 64
 
 MIN_LOCAL_SHARE = 0.25
@@ -60,7 +56,7 @@ class RegisterPressure(Formula):
         REGISTERS,
         BLOCKS_BY_REGISTERS,
         ACHIEVED_OCCUPANCY,
-        *UTILIZATION,
+        *UTILIZATION.values(),
     )
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
@@ -75,7 +71,7 @@ class RegisterPressure(Formula):
                 kernel, "the kernel moves no local memory (no spills, no local arrays)", numbers
             )
         share = local / (local + global_)
-        busy, unit = _busiest(kernel)
+        busy, unit = busiest_unit(kernel, UTILIZATION)
         saving = min(1.0, share * busy)
         numbers.update(local_share=round(share, 4), utilization=round(busy, 4))
         reasoning = (
@@ -128,12 +124,6 @@ def _occupancy(kernel: KernelProfile) -> dict[str, float]:
     if achieved is not None:
         numbers["achieved_occupancy"] = round(achieved / 100.0, 4)
     return numbers
-
-
-def _busiest(kernel: KernelProfile) -> tuple[float, str]:
-    names = {"l1tex": "L1 cache", "lts": "L2 cache", "dram": "DRAM"}
-    measured = [(kernel.metric(metric) / 100.0, names[metric.split("__")[0]]) for metric in UTILIZATION]
-    return max(measured)
 
 
 def _local_executed(row: SourceRow) -> float:
