@@ -23,13 +23,27 @@ __all__ = [
 
 JOB_SPEC_VERSION = "intelliperf.dev/v1"
 
+
+def _registered_formula(name: str) -> str:
+    """A formula name the registry knows (built-ins and installed plugins), checked where a spec is made:
+    the CLI, the Action and the API refuse an unknown one before any work is queued."""
+    from formulas.registry import META_FORMULAS, names  # imported here: the registry imports the contract
+
+    known = names()
+    if name not in known and name not in META_FORMULAS:
+        raise ValueError(f"unknown formula {name!r}; choose one of: {', '.join([*known, *META_FORMULAS])}")
+    return name
+
+
 FormulaName = Annotated[
     str,
     Field(
         pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
-        description="A registered formula (bankConflict, atomicContention, memoryAccess), "
-        "'auto' (pick the largest estimated saving) or 'diagnoseOnly' (report all, optimize nothing).",
+        description="A registered formula (bankConflict, atomicContention, memoryAccess, registerPressure, "
+        "branchDivergence, memoryLocality, or one from a plugin), 'auto' (pick the largest estimated "
+        "saving) or 'diagnoseOnly' (report all, optimize nothing).",
     ),
+    AfterValidator(_registered_formula),
 ]
 
 

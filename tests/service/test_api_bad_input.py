@@ -205,6 +205,18 @@ MALFORMED_SPECS: list[tuple[str, bytes | str | Any, list[str], str]] = [
         "'nvidia' or 'amd'",
     ),
     ("no source", {"applications": [{"command": "./app"}]}, ["body", "repository"], "uploaded archive"),
+    (
+        "formula unknown",
+        {**SPEC, "formula": "bankConflicts"},
+        ["body", "formula"],
+        "unknown formula 'bankConflicts'",
+    ),
+    (
+        "application formula unknown",
+        {**SPEC, "applications": [{"command": "./app", "formula": "spills"}]},
+        ["body", "applications", "0", "formula"],
+        "choose one of: bankConflict, atomicContention",
+    ),
 ]
 
 
