@@ -125,10 +125,14 @@ def main() -> int:
         print("\nexample            expected           job        found")
         for name, expected, status, found in results:
             print(f"{name:<18} {expected:<18} {status:<10} {found}")
-        print(f"\ndashboard: {url}/  (log in with the token in {data_dir / 'admin-token'})")
         if args.keep:
+            print(f"\ndashboard: {url}/  (log in with the token in {data_dir / 'admin-token'})")
             print("the stack keeps running; Ctrl-C stops it", flush=True)
             server.wait()
+        else:
+            print(
+                "\nthe stack is stopping; run with --keep to browse these jobs on the dashboard", flush=True
+            )
         return 0 if all(status == "succeeded" for _, _, status, _ in results) else 1
     except KeyboardInterrupt:
         return 130

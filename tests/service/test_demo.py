@@ -31,4 +31,6 @@ def test_the_demo_diagnoses_examples_through_the_embedded_stack(tmp_path: Path) 
     ]
     assert table[1].split() == ["clean_saxpy", "none", "succeeded", "no", "bottleneck"]
     assert "timing done" in result.stdout  # the job's events were followed live
+    assert "dashboard:" not in result.stdout  # without --keep the stack stops: no address to a dead server
+    assert "run with --keep to browse these jobs" in result.stdout
     assert (tmp_path / "intelliperf.db").is_file() and (tmp_path / "admin-token").stat().st_mode & 0o077 == 0
