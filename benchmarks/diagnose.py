@@ -72,7 +72,8 @@ def judge(report: Report, example: dict, variant: str) -> dict:
     formula_ok = selected is not None and selected.formula == expected_formula
     line_ok = False
     if selected is not None:
-        chosen = next(d for d in flagged if d.kernel == selected.kernel and d.formula == selected.formula)
+        chosen = report.selected_diagnosis
+        assert chosen is not None and chosen.present, "a selection is made of a present diagnosis"
         want = marker_line(EXAMPLES / example["name"] / example["source"], expected_formula)
         loc = chosen.locations[0] if chosen.locations else None
         line_ok = loc is not None and Path(loc.file).name == example["source"] and loc.line == want
@@ -124,13 +125,8 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         (out / "report.json").write_text(report.model_dump_json(indent=1))
     verdict = judge(report, example, variant)
     selected = report.selected
-    estimated = None
-    if selected is not None:
-        estimated = next(
-            d.estimated_saving_fraction
-            for d in report.diagnoses
-            if d.kernel == selected.kernel and d.formula == selected.formula
-        )
+    chosen = report.selected_diagnosis
+    estimated = chosen.estimated_saving_fraction if chosen is not None else None
     return {
         "kernel_median_ns": kernel_median_ns(report, example),
         "estimated_saving": estimated,

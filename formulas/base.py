@@ -106,14 +106,6 @@ class KernelProfile:
             raise MissingMetricError(self.demangled or self.name, [name])
         return value
 
-    def first_metric(self, *names: str) -> tuple[str, float]:
-        """The first of several equivalent metrics that has a value (names differ by architecture)."""
-        for name in names:
-            value = self.optional(name)
-            if value is not None:
-                return name, value
-        raise MissingMetricError(self.demangled or self.name, names)
-
     def instruction_total(self, column: str, where: Callable[[Instruction], bool] | None = None) -> float:
         """Sum of a per-instruction counter over the kernel, each instruction counted once.
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
 THREADS_EXECUTED = "Thread Instructions Executed"
 ACTIVE_THREADS = "smsp__thread_inst_executed_per_inst_executed.ratio"
 ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
-WARP_SIZE = 32
 
 MAX_ACTIVE_THREADS = 24.0
 MIN_SAVING = 0.10
@@ -38,12 +38,14 @@ class BranchDivergence(Formula):
     metrics: ClassVar[tuple[str, ...]] = (ACTIVE_THREADS, ISSUE_ACTIVE)
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
-        return kernel.instruction_total(EXECUTED) * WARP_SIZE - kernel.instruction_total(THREADS_EXECUTED)
+        lanes = facts_for(kernel.arch).warp_size
+        return kernel.instruction_total(EXECUTED) * lanes - kernel.instruction_total(THREADS_EXECUTED)
 
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
+        lanes = facts_for(kernel.arch).warp_size
         active = kernel.metric(ACTIVE_THREADS)
         issue = kernel.metric(ISSUE_ACTIVE) / 100.0
-        idle = max(0.0, 1.0 - active / WARP_SIZE)
+        idle = max(0.0, 1.0 - active / lanes)
         saving = min(1.0, idle * issue)
         numbers = {
             "active_threads_per_instruction": round(active, 3),
@@ -51,7 +53,7 @@ class BranchDivergence(Formula):
             "issue_active": round(issue, 4),
         }
         reasoning = (
-            f"{active:.1f} of {WARP_SIZE} lanes are active per executed instruction on average (threshold "
+            f"{active:.1f} of {lanes} lanes are active per executed instruction on average (threshold "
             f"{MAX_ACTIVE_THREADS:g}); the issue slots are {issue:.0%} busy, so warps with all lanes on one "
             f"path could save ~{saving:.0%} of the kernel's time (threshold {MIN_SAVING:.0%})"
         )
@@ -61,12 +63,14 @@ class BranchDivergence(Formula):
             kernel,
             saving,
             summary=(
-                f"warps run with {active:.1f} of {WARP_SIZE} lanes active on average: lanes take different "
+                f"warps run with {active:.1f} of {lanes} lanes active on average: lanes take different "
                 f"branches and each path runs with the others idle"
             ),
             reasoning=reasoning,
             metrics=numbers,
-            locations=self.hot_lines(kernel, _idle_lane_slots, label="idle lane-slots", numbers=_line),
+            locations=self.hot_lines(
+                kernel, lambda row: _idle_lane_slots(row, lanes), label="idle lane-slots", numbers=_line
+            ),
         )
 
     def prompt_context(self, diagnosis: Diagnosis) -> str:
@@ -79,8 +83,8 @@ class BranchDivergence(Formula):
         )
 
 
-def _idle_lane_slots(row: SourceRow) -> float:
-    return max(0.0, row.get(EXECUTED) * WARP_SIZE - row.get(THREADS_EXECUTED))
+def _idle_lane_slots(row: SourceRow, lanes: int) -> float:
+    return max(0.0, row.get(EXECUTED) * lanes - row.get(THREADS_EXECUTED))
 
 
 def _line(row: SourceRow) -> dict[str, float]:

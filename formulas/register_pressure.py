@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from formulas.base import Formula, Instruction, KernelProfile, SourceRow, busiest_unit
 from formulas.memory_access import UTILIZATION
+from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
@@ -34,8 +35,6 @@ REGISTERS = "launch__registers_per_thread"
 BLOCKS_BY_REGISTERS = "launch__occupancy_limit_registers"
 BLOCK_SIZE = "launch__block_size"
 ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
-MAX_WARPS_PER_SM = 64
-
 MIN_LOCAL_SHARE = 0.25
 MIN_SAVING = 0.10
 
@@ -118,9 +117,10 @@ def _occupancy(kernel: KernelProfile) -> dict[str, float]:
     if registers is not None:
         numbers["registers_per_thread"] = registers
     if blocks is not None and block_size:
-        warps = min(MAX_WARPS_PER_SM, blocks * -(-block_size // 32))
+        facts = facts_for(kernel.arch)
+        warps = min(facts.max_warps_per_sm, blocks * -(-block_size // facts.warp_size))
         numbers["warps_allowed_by_registers"] = warps
-        numbers["occupancy_allowed_by_registers"] = round(warps / MAX_WARPS_PER_SM, 4)
+        numbers["occupancy_allowed_by_registers"] = round(warps / facts.max_warps_per_sm, 4)
     if achieved is not None:
         numbers["achieved_occupancy"] = round(achieved / 100.0, 4)
     return numbers

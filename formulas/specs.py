@@ -10,6 +10,7 @@ __all__ = ["GpuFacts", "facts_for"]
 @dataclass(frozen=True)
 class GpuFacts:
     warp_size: int
+    max_warps_per_sm: int
     shared_memory_banks: int
     bank_width_bytes: int
     sector_bytes: int
@@ -20,7 +21,12 @@ class GpuFacts:
 
 _FACTS = {
     "sm_90": GpuFacts(
-        warp_size=32, shared_memory_banks=32, bank_width_bytes=4, sector_bytes=32, same_address_atomic_ns=1.76
+        warp_size=32,
+        max_warps_per_sm=64,
+        shared_memory_banks=32,
+        bank_width_bytes=4,
+        sector_bytes=32,
+        same_address_atomic_ns=1.76,
     ),
 }
 

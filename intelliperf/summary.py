@@ -123,7 +123,7 @@ def _focus(report: Report) -> Diagnosis | None:
             report.bottlenecks, key=lambda d: (rank.get(d.kernel, len(rank) + 1), -d.estimated_saving_ns)
         )
         return present[0] if present else None
-    return next((d for d in report.diagnoses if (d.kernel, d.formula) == wanted), None)
+    return report.diagnosis_for(*wanted)
 
 
 def _target(report: Report, focus: Diagnosis | None) -> tuple[str, str] | None:

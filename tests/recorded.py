@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.diagnose import is_kernel
+from benchmarks.diagnose import marker_line as marker_in
 from formulas.base import KernelProfile
 from intelliperf.contract import Application, JobSpec, Report
 from intelliperf.engine.diagnose import run_diagnosis
@@ -15,11 +17,6 @@ RECORDED = ROOT / "tests" / "fixtures" / "gpu"
 EXAMPLES = ROOT / "examples"
 MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 BY_NAME = {example["name"]: example for example in MANIFEST}
-
-
-def is_kernel(demangled: str, name: str) -> bool:
-    """A CUDA kernel's demangled name carries its parameters; a Triton kernel's is the bare name."""
-    return demangled == name or demangled.startswith(name + "(")
 
 
 def replay(name: str, variant: str = "original", formula: str = "diagnoseOnly", **spec: object) -> Report:
@@ -40,5 +37,6 @@ def main_profile(name: str, variant: str = "original") -> KernelProfile:
 
 def marker_line(name: str) -> int:
     example = BY_NAME[name]
-    lines = (EXAMPLES / name / example["source"]).read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if f"intelliperf: {example['formula']}" in text)
+    line = marker_in(EXAMPLES / name / example["source"], example["formula"])
+    assert line is not None, f"{name}: no 'intelliperf: {example['formula']}' marker"
+    return line

@@ -269,3 +269,13 @@ class Report(_Frozen):
     @property
     def bottlenecks(self) -> list[Diagnosis]:
         return [d for d in self.diagnoses if d.present]
+
+    def diagnosis_for(self, kernel: str, formula: str) -> Diagnosis | None:
+        return next((d for d in self.diagnoses if d.kernel == kernel and d.formula == formula), None)
+
+    @property
+    def selected_diagnosis(self) -> Diagnosis | None:
+        """The diagnosis the selection is about (None without a selection)."""
+        return (
+            None if self.selected is None else self.diagnosis_for(self.selected.kernel, self.selected.formula)
+        )

@@ -45,6 +45,12 @@ def filter_kernels(kernels: list[RankedKernel], pattern: str | None) -> list[Ran
     return matched
 
 
+def _short_name(kernel: RankedKernel) -> str:
+    """A kernel's name without return type, namespaces' anonymous markers, template arguments or
+    parameters, for one-line notes (`canonical_signature` would stop at "(anonymous namespace)")."""
+    return canonical_signature(kernel.demangled.replace("(anonymous namespace)", "anon"))[0].split("<")[0]
+
+
 MIN_PROFILED_SHARE = 0.05
 """Kernels below this share of GPU time are listed but not profiled: fixing one could save at most that
 share of the application's GPU time, and each profiled kernel adds about a second of Nsight Compute
@@ -57,7 +63,7 @@ def targets_of(kernels: list[RankedKernel], top_n: int, *, explicit: bool = Fals
     named kernels with -k) profiles every match regardless of share."""
     project = [k for k in kernels if not k.library]
     if kernels and not project:
-        names = ", ".join(k.demangled.split("(", 1)[0] for k in kernels[:5])
+        names = ", ".join(_short_name(k) for k in kernels[:5])
         raise KernelNotFoundError(
             f"every kernel the application launched comes from a library ({names}), so none has source "
             "in the project to diagnose",
@@ -74,7 +80,7 @@ def minor_note(shown: list[RankedKernel], targets: list[RankedKernel]) -> str | 
     minor = [k for k in shown if not k.library and k.name not in chosen]
     if not minor:
         return None
-    names = ", ".join(k.demangled.split("(", 1)[0] for k in minor[:4])
+    names = ", ".join(_short_name(k) for k in minor[:4])
     return (
         f"{len(minor)} kernel(s) under {MIN_PROFILED_SHARE:.0%} of GPU time each ({names}) were not "
         "profiled: fixing one could save little; name it with -k/--kernel to diagnose it anyway"
@@ -87,12 +93,7 @@ def library_note(shown: list[RankedKernel]) -> str | None:
     if not library:
         return None
     share = sum(k.share for k in library)
-    names = sorted(
-        {
-            canonical_signature(k.demangled.replace("(anonymous namespace)", "anon"))[0].split("<")[0]
-            for k in library
-        }
-    )
+    names = sorted({_short_name(k) for k in library})
     return (
         f"{len(library)} of the top kernels ({share:.0%} of GPU time) come from libraries and have no source "
         f"in the project, so they are listed but not profiled: {', '.join(names[:4])}"
