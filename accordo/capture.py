@@ -417,7 +417,9 @@ def run_capture(
         from accordo.build import native_library
 
         library = native_library()
-    extra = {"ACCORDO_KERNEL": kernel_regex}
+    # PyTorch's caching allocator packs tensors into shared blocks; with it off every tensor is its own
+    # allocation, so a snapshot holds one tensor and a candidate's extra tensors shift no one's offset.
+    extra = {"ACCORDO_KERNEL": kernel_regex, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     if max_bytes is not None:
         extra["ACCORDO_MAX_BYTES"] = str(int(max_bytes))
 

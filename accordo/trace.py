@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from intelliperf.errors import AppError, ProfileError, tail
-from intelliperf.process import run_process
+from intelliperf.process import run_process, with_jit_cache
 
 __all__ = [
     "KernelLaunch",
@@ -252,9 +252,10 @@ def run_app(
     env: Mapping[str, str],
     timeout_s: float,
 ) -> AppRun:
-    """Run ``cmd`` in its own process group with the full environment ``env``; on timeout kill the group.
+    """Run ``cmd`` in its own process group with the full environment ``env`` (Triton's kernel cache moved
+    into ``cwd``: ``intelliperf.process.with_jit_cache``); on timeout kill the group.
 
-    Raises AppError when the program or the working directory does not exist or cannot be executed.
+        Raises AppError when the program or the working directory does not exist or cannot be executed.
     """
     if not cmd:
         raise AppError("no command to run")
@@ -262,7 +263,7 @@ def run_app(
     if cwd is not None and not Path(cwd).is_dir():
         raise AppError(f"the working directory {cwd} does not exist")
     try:
-        done = run_process(cmd, cwd=cwd, env=env, timeout_s=timeout_s)
+        done = run_process(cmd, cwd=cwd, env=with_jit_cache(env, cwd), timeout_s=timeout_s)
     except FileNotFoundError as exc:
         raise AppError(
             f"the program {exc.filename or cmd[0]} does not exist",

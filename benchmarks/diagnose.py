@@ -49,7 +49,7 @@ def marker_line(source: Path, formula: str) -> int | None:
 def judge(report: Report, example: dict, variant: str) -> dict:
     """Kernel, formula and line verdicts for one report."""
     expected_formula = example["formula"] if variant == "original" else None
-    top = report.kernels[0] if report.kernels else None
+    top = next((k for k in report.kernels if not k.library), None)  # the hottest with source here
     flagged = [d for d in report.diagnoses if d.present]
     library_ok = library_verdict(report, example)
     if expected_formula is None:
@@ -101,6 +101,21 @@ def library_verdict(report: Report, example: dict) -> bool:
     return bool(expected) and all(k.library for k in expected)
 
 
+def regions_verdict(report: Report, example: dict, variant: str) -> bool | None:
+    """Triton examples: Proton's intra-kernel profile names the marked line as the region with the most
+    cycles (None where there is nothing to check)."""
+    if example.get("language") != "triton":
+        return None
+    profile = report.intra_kernel
+    if profile is None or not profile.regions:
+        return False
+    if variant != "original" or not example["formula"]:
+        return True
+    hottest = max((r for r in profile.regions if r.kind != "kernel"), key=lambda r: r.share, default=None)
+    want = marker_line(EXAMPLES / example["name"] / example["source"], example["formula"])
+    return hottest is not None and hottest.line == want
+
+
 def kernel_median_ns(report: Report, example: dict) -> float | None:
     return next((k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])), None)
 
@@ -140,6 +155,8 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         "timing_s": round(statistics.median(timing), 4),
         "timing_with_parsing_s": round(statistics.median(timing_total), 4),
         "counters_s": round(report.passes.counters_s or 0.0, 4),
+        "regions_s": report.passes.regions_s,
+        "regions_ok": regions_verdict(report, example, variant),
         **verdict,
     }
 

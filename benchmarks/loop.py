@@ -1,7 +1,8 @@
 """The optimization loop on every bundled example, on the GPU, with a scripted model serving the fix.
 
 For each example, `intelliperf run -f <formula> -b make -p <copy of the example> -- <app>` runs as a user
-runs it (a subprocess), its model a ScriptedLLM on 127.0.0.1 that answers with the example's known fix
+runs it (a subprocess; no -b for the Triton and PyTorch examples, which compile as they run), its model a
+ScriptedLLM on 127.0.0.1 that answers with the example's known fix
 (the SEARCH/REPLACE blocks that turn its source into the fixed version). Controls run with `-f auto`
 and must end without asking the model anything. One attempt's wall time is split into build, validate
 (buffer capture and comparison), measure (interleaved timing) and counters (the formula's metric
@@ -41,14 +42,22 @@ ATTEMPT_PARTS = ("build", "validate", "measure", "counters")
 # Kernel launches per run. Buffer capture copies every launch's buffers, so the loop wants a short but
 # representative workload; the examples' default (hundreds of launches) would spend minutes capturing.
 ITERATIONS = "20"
+# The Python examples' buffers are 64-256 MB a launch and every run pays the interpreter's start.
+PYTHON_ITERATIONS = "3"
 
 
 def run_cli(
-    project: Path, app: list[str], formula: str, server: ScriptedLLM, out: Path, attempts: int
+    project: Path,
+    app: list[str],
+    formula: str,
+    server: ScriptedLLM,
+    out: Path,
+    attempts: int,
+    build: str | None = "make",
 ) -> Report:
     command = [
         sys.executable, "-m", "intelliperf", "run",
-        "-f", formula, "-b", "make", "-p", str(project),
+        "-f", formula, *(["-b", build] if build else []), "-p", str(project),
         "-m", "scripted", "-r", "openai", "--api_base", server.api_base,
         "--num_attempts", str(attempts),
         "-o", str(out / "report.json"), "--summary_file", str(out / "summary.md"),
@@ -119,15 +128,18 @@ def summarize(example: dict, report: Report, plain_s: float, requests: int) -> d
 def run_example(example: dict, scratch: Path, reports: Path) -> dict:
     name = example["name"]
     project = fresh_copy(name, scratch)
-    subprocess.run(["make", "-s"], cwd=project, check=True, capture_output=True)
-    app = ["./" + example["app"], ITERATIONS]
+    if example["build"]:
+        subprocess.run(example["build"], shell=True, cwd=project, check=True, capture_output=True)
+    app = ["./" + example["app"], PYTHON_ITERATIONS if example.get("language") == "triton" else ITERATIONS]
     plain_s = plain_wall(app, project)
-    shutil.rmtree(project / "bin")
+    shutil.rmtree(project / "bin", ignore_errors=True)
     script = [known_fix(name)] if example["formula"] else []
     out = reports / name
     out.mkdir(parents=True, exist_ok=True)
     with ScriptedLLM(script, key=KEY) as server:
-        report = run_cli(project, app, example["formula"] or "auto", server, out, attempts=1)
+        report = run_cli(
+            project, app, example["formula"] or "auto", server, out, attempts=1, build=example["build"]
+        )
         requests = len(server.requests)
     return summarize(example, report, plain_s, requests)
 
@@ -148,7 +160,7 @@ def run_all(reports: Path, record: Path | None, only: str | None) -> tuple[list[
     rows = []
     with tempfile.TemporaryDirectory(prefix="intelliperf-loop-bench-") as tmp:
         for example in MANIFEST:
-            if only and example["name"] != only:
+            if only and example["name"] not in only.split(","):
                 continue
             row = run_example(example, Path(tmp), reports)
             rows.append(row)
@@ -176,7 +188,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "loop.json")
     parser.add_argument("--reports", type=Path, default=ROOT / "benchmarks" / "results" / "loop")
     parser.add_argument("--record", type=Path, default=None, help="record the feedback scenario here")
-    parser.add_argument("--only", default=None)
+    parser.add_argument("--only", default=None, help="comma-separated example names")
     parser.add_argument(
         "--resummarize",
         action="store_true",

@@ -16,10 +16,7 @@ from intelliperf.testing.scripted_llm import dspy_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-# The loop on Triton kernels belongs to the Python/Triton issue; it runs on the CUDA examples.
-MANIFEST: list[dict] = [
-    e for e in json.loads((EXAMPLES / "examples.json").read_text()) if e.get("language") != "triton"
-]
+MANIFEST: list[dict] = json.loads((EXAMPLES / "examples.json").read_text())
 BY_NAME = {example["name"]: example for example in MANIFEST}
 
 FEEDBACK_EXAMPLE = "transpose_bank"

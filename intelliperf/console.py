@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from intelliperf.contract import Diagnosis, Report
+from intelliperf.contract import Diagnosis, IntraKernelProfile, Report
 from intelliperf.contract.report import Attempt, ValidationResult
 from intelliperf.summary import bounds_text
 
@@ -97,6 +97,25 @@ def kernel_table(report: Report) -> Table:
     return table
 
 
+def regions_table(profile: IntraKernelProfile) -> Table:
+    table = Table(
+        title=f"Where {profile.kernel}'s cycles go (Proton, {profile.launches} launch(es))",
+        header_style="bold",
+    )
+    for column, justify in (("region", "left"), ("line", "right"), ("code", "left"), ("share", "right"),
+                            ("cycles/warp", "right")):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for region in profile.regions:
+        table.add_row(
+            region.kind,
+            str(region.line),
+            region.text[:60],
+            f"{region.share:.0%}",
+            f"{region.cycles_per_warp:,.0f}",
+        )
+    return table
+
+
 def render_report(report: Report, console: Console) -> None:
     if report.device:
         console.print(f"Device: {report.device.name} ({report.device.arch})", highlight=False)
@@ -110,6 +129,8 @@ def render_report(report: Report, console: Console) -> None:
             for line in loc.code:
                 marker = ">" if line.hot else " "
                 console.print(f"  {marker} {line.line:5d} | {line.text}", highlight=False, markup=False)
+    if report.intra_kernel is not None and report.intra_kernel.regions:
+        console.print(regions_table(report.intra_kernel))
     if report.selected:
         console.print(
             f"Selected: {report.selected.formula} on {report.selected.kernel} — {report.selected.why}"

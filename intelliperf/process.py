@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
-__all__ = ["Completed", "describe_exit", "run_process"]
+__all__ = ["JIT_CACHE", "Completed", "clear_jit_cache", "describe_exit", "run_process", "with_jit_cache"]
+
+JIT_CACHE = ".triton-cache"
+"""Where an application run in a copy of the project keeps the kernels Triton compiles: in that copy. The
+reference and each candidate therefore compile their own kernels, and a candidate is never served a
+kernel cached from another copy's source (``CandidateTree`` clears it with every new edit)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,19 @@ class Completed:
     @property
     def output(self) -> str:
         return self.stdout + ("\n" + self.stderr if self.stderr else "")
+
+
+def with_jit_cache(env: Mapping[str, str], cwd: str | os.PathLike[str] | None) -> dict[str, str]:
+    """``env`` with Triton's kernel cache in ``cwd``'s JIT_CACHE (an inherited TRITON_CACHE_DIR is
+    overridden: a cache shared between copies is what this prevents)."""
+    merged = dict(env)
+    if cwd is not None:
+        merged["TRITON_CACHE_DIR"] = str(Path(cwd).resolve() / JIT_CACHE)
+    return merged
+
+
+def clear_jit_cache(root: Path) -> None:
+    shutil.rmtree(root / JIT_CACHE, ignore_errors=True)
 
 
 def describe_exit(returncode: int | None, timed_out: bool = False, timeout_s: float | None = None) -> str:

@@ -201,6 +201,28 @@ def _bottleneck(report: Report, focus: Diagnosis | None) -> str:
     return "\n\n".join(parts)
 
 
+def _regions(report: Report) -> str | None:
+    profile = report.intra_kernel
+    if profile is None or not profile.regions:
+        return None
+    rows = [
+        [
+            _plain(region.kind),
+            f"{_plain(profile.file)}:{region.line}",
+            _code(region.text) if region.text else "",
+            f"{region.share:.0%}",
+            f"{region.cycles_per_warp:,.0f}",
+        ]
+        for region in profile.regions
+    ]
+    table = _table(["region", "line", "code", "share of cycles", "cycles per warp"], rows, "lllrr")
+    return (
+        f"### Where {_code(profile.kernel)}'s cycles go\n\n"
+        f"Measured inside the kernel with Proton's instrumentation ({profile.launches} launch(es), "
+        f"{profile.warps_per_program} warp(s) per program).\n\n{table}\n\n{_plain(profile.note)}."
+    )
+
+
 def _speedup(speedup: Speedup) -> str:
     kernel_time = f"{_ns(speedup.reference_ns)} → {_ns(speedup.candidate_ns)}"
     rows = [
@@ -354,6 +376,7 @@ def render_summary(report: Report) -> str:
         _title(report, _target(report, focus)),
         _outcome(report),
         _bottleneck(report, focus),
+        _regions(report),
     ]
     if report.best is not None:
         sections += [_speedup(report.best.speedup), _metric(report.best)]

@@ -106,7 +106,44 @@ class PassTimings(_Frozen):
     build_s: float | None = None
     timing_s: float | None = None
     counters_s: float | None = None
+    regions_s: float | None = None
     optimize_s: float | None = None
+
+
+class KernelRegion(_Frozen):
+    """One instrumented region of a Triton kernel: the whole body, a loop, or a statement that loads,
+    stores, runs an atomic or a dot."""
+
+    name: str
+    kind: Literal["kernel", "loop", "load", "store", "atomic", "dot"]
+    line: int = Field(description="Line in the kernel's file where the region starts")
+    text: str = Field(default="", description="That line's source")
+    cycles_per_warp: float = Field(description="Mean cycles one warp spent in the region, per launch")
+    share: float = Field(description="Of the whole kernel's cycles (1.0 for the kernel itself)")
+
+
+class IntraKernelProfile(_Frozen):
+    """Where a Triton kernel's cycles go, from Proton's instrumentation backend: scopes inserted by
+    IntelliPerf into an in-memory copy of the kernel's source (the user's files are not edited)."""
+
+    kernel: str
+    tool: Literal["proton-instrumentation"] = "proton-instrumentation"
+    file: str
+    launches: int
+    warps_per_program: int
+    clock_mhz: float | None = None
+    regions: list[KernelRegion]
+    note: str = Field(
+        default=(
+            "cycles are read on each warp when it enters and leaves a region; a load's region ends when "
+            "the load is issued, so its latency shows in the region that first uses the value"
+        )
+    )
+
+    @property
+    def kernel_cycles_per_warp(self) -> float | None:
+        whole = next((r for r in self.regions if r.kind == "kernel"), None)
+        return whole.cycles_per_warp if whole else None
 
 
 class Speedup(_Frozen):
@@ -264,6 +301,9 @@ class Report(_Frozen):
     best: BestResult | None = None
     diff: str | None = Field(default=None, description="Unified diff of the best attempt")
     passes: PassTimings = Field(default_factory=PassTimings)
+    intra_kernel: IntraKernelProfile | None = Field(
+        default=None, description="Cycles per region of the selected Triton kernel (Proton)"
+    )
     warnings: list[str] = Field(default_factory=list)
 
     @property

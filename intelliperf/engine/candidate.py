@@ -16,7 +16,14 @@ from pathlib import Path
 
 from formulas.base import Formula
 from formulas.selection import metrics_for
-from intelliperf.contract import Attempt, AttemptStatus, DeviceInfo, Diagnosis, RankedKernel
+from intelliperf.contract import (
+    Attempt,
+    AttemptStatus,
+    DeviceInfo,
+    Diagnosis,
+    IntraKernelProfile,
+    RankedKernel,
+)
 from intelliperf.edits import EditError, apply_edits, parse_edits, unified_diff
 from intelliperf.engine.build import run_build
 from intelliperf.engine.judge import Judge
@@ -24,6 +31,7 @@ from intelliperf.errors import AppError, BuildError, ProfileError
 from intelliperf.gpu.backend import GpuBackend
 from intelliperf.llm.prompts import condense_compiler_output
 from intelliperf.llm.proposer import Proposal
+from intelliperf.process import clear_jit_cache
 
 __all__ = ["CandidateTree", "Evaluated", "Target", "evaluate"]
 
@@ -40,10 +48,11 @@ class Target:
     metric_before: float
     device: DeviceInfo | None
     command: list[str]
-    build_command: str
+    build_command: str | None  # None: a Python application, compiled when it runs
     build_timeout_s: float
     counters_timeout_s: float
     sources: dict[str, str]  # project-relative path: original text, the files the hot lines are in
+    regions: IntraKernelProfile | None = None  # cycles per region of a Triton kernel (Proton)
 
 
 @dataclass
@@ -65,8 +74,10 @@ class CandidateTree:
         self._originals = {}
 
     def apply(self, reply: str) -> dict[str, tuple[str, str]]:
-        """Parse and apply ``reply``; EditError (nothing applied) when it cannot be."""
+        """Parse and apply ``reply``; EditError (nothing applied) when it cannot be. Kernels Triton compiled
+        for the previous candidate are dropped with it."""
         self.restore()
+        clear_jit_cache(self.root)
         edits = parse_edits(reply)
         existed = {os.path.normpath(e.path): (self.root / e.path).is_file() for e in edits}
         changes = apply_edits(self.root, edits)
@@ -141,14 +152,17 @@ def evaluate(
     fields["files"] = sorted(changes)
     fields["diff"] = unified_diff(changes)
     new_files = {path: new for path, (_, new) in changes.items()}
-    say(f"edit applied to {', '.join(sorted(changes))}; building")
-    try:
-        with clock.step("build"):
-            run_build(target.build_command, cwd=tree.root, timeout_s=target.build_timeout_s)
-    except BuildError as exc:
-        errors = condense_compiler_output(exc.log_tail or exc.message)
-        return Evaluated(verdict("build_failed", f"the build failed: {errors}"), new_files)
-    say("built; validating with Accordo")
+    if target.build_command is None:
+        say(f"edit applied to {', '.join(sorted(changes))}; validating with Accordo (compiled as it runs)")
+    else:
+        say(f"edit applied to {', '.join(sorted(changes))}; building")
+        try:
+            with clock.step("build"):
+                run_build(target.build_command, cwd=tree.root, timeout_s=target.build_timeout_s)
+        except BuildError as exc:
+            errors = condense_compiler_output(exc.log_tail or exc.message)
+            return Evaluated(verdict("build_failed", f"the build failed: {errors}"), new_files)
+        say("built; validating with Accordo")
     with clock.step("validate"):
         validation = judge.check(tree.root, say)
     if not validation.passed:

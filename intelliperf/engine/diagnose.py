@@ -11,7 +11,7 @@ from formulas.base import Formula, KernelProfile
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
-from intelliperf.engine.build import run_build
+from intelliperf.engine.build import compiles_at_run_time, run_build
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
@@ -28,6 +28,7 @@ __all__ = [
     "project_relative",
     "run_diagnosis",
     "targets_of",
+    "triton_kernel",
 ]
 
 
@@ -72,6 +73,19 @@ def targets_of(kernels: list[RankedKernel], top_n: int, *, explicit: bool = Fals
     if explicit:
         return project[:top_n]
     return [k for i, k in enumerate(project[:top_n]) if i == 0 or k.share >= MIN_PROFILED_SHARE]
+
+
+def triton_kernel(command: list[str], top: list[RankedKernel], selected: str | None) -> RankedKernel | None:
+    """The Triton kernel to profile inside: the selected kernel, else the hottest of the project's, when
+    the application is a Python program and that kernel's name is a bare function name (a CUDA C++
+    kernel's demangled name carries its parameters)."""
+    if not compiles_at_run_time(command):
+        return None
+    chosen = next((k for k in top if k.name == selected), None) if selected else None
+    chosen = chosen or next((k for k in top if not k.library), None)
+    if chosen is None or chosen.library or "(" in chosen.demangled:
+        return None
+    return chosen
 
 
 def minor_note(shown: list[RankedKernel], targets: list[RankedKernel]) -> str | None:
@@ -211,6 +225,21 @@ def diagnose_in(
     selection = select(spec.formula, shown, diagnoses)
     found = sum(d.present for d in diagnoses)
     progress.done("diagnose", f"{found} bottleneck(s) found")
+    intra_kernel, regions_s = None, None
+    triton = triton_kernel(app.command, top, selection.kernel if selection else None)
+    if triton is not None:
+        progress.start("regions", f"Proton: cycles per region of {triton.demangled}")
+        started = time.perf_counter()
+        try:
+            intra_kernel = backend.intra_kernel(
+                app.command, cwd=ws, kernel=triton, timeout_s=spec.timeouts.run_s
+            )
+        except ProfileError as error:
+            warnings.append(f"no intra-kernel profile of {triton.demangled}: {error.message}")
+            progress.done("regions", "not available")
+        else:
+            progress.done("regions", f"{len(intra_kernel.regions)} region(s)")
+        regions_s = time.perf_counter() - started
     report = Report(
         intelliperf_version=__version__,
         device=device,
@@ -220,7 +249,8 @@ def diagnose_in(
         kernels=shown,
         diagnoses=diagnoses,
         selected=selection,
-        passes=PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s),
+        passes=PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s, regions_s=regions_s),
+        intra_kernel=intra_kernel,
         warnings=warnings,
     )
     return Diagnosed(report=report, profiles=dict(profiles))

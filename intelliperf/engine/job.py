@@ -14,6 +14,7 @@ from pathlib import Path
 from formulas.base import Formula
 from formulas.registry import get
 from intelliperf.contract import BestResult, JobSpec, Optimization, Report
+from intelliperf.engine.build import compiles_at_run_time
 from intelliperf.engine.candidate import CandidateTree, Target
 from intelliperf.engine.diagnose import Diagnosed, diagnose_in
 from intelliperf.engine.judge import AccordoJudge, Judge, options_for
@@ -35,11 +36,14 @@ def _accordo_judge(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
 
 
 def check_optimizable(spec: JobSpec) -> None:
-    """What the loop needs that can be checked before any profiling starts."""
-    if spec.formula != "diagnoseOnly" and not (spec.instrument_command or spec.build_command):
+    """What the loop needs that can be checked before any profiling starts: a build command, unless the
+    application is a Python program that compiles its kernels when it runs."""
+    if spec.formula == "diagnoseOnly" or spec.instrument_command or spec.build_command:
+        return
+    if not compiles_at_run_time(spec.applications[0].command):
         raise SpecError(
             "the optimization loop rebuilds the rewritten kernel: give -b/--build_command",
-            hint="or diagnose only with -f diagnoseOnly",
+            hint="or diagnose only with -f diagnoseOnly (Python applications need no build command)",
         )
 
 
@@ -61,6 +65,9 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
         d for d in report.diagnoses if d.kernel == selected.kernel and d.formula == selected.formula
     )
     formula: Formula = get(selected.formula)()
+    regions = report.intra_kernel
+    if regions is not None and regions.kernel != kernel.name:
+        regions = None
     sources = _sources([loc.file for loc in diagnosis.locations], workspace_dir)
     if not sources:
         raise SpecError(
@@ -68,8 +75,6 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
             "to rewrite",
             hint="the kernel must be built from sources under -p/--project_directory with line info",
         )
-    build_command = spec.instrument_command or spec.build_command
-    assert build_command is not None
     return Target(
         kernel=kernel,
         formula=formula,
@@ -77,10 +82,11 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
         metric_before=formula.bottleneck_metric(diagnosed.profiles[kernel.name]),
         device=report.device,
         command=list(spec.applications[0].command),
-        build_command=build_command,
+        build_command=spec.instrument_command or spec.build_command,
         build_timeout_s=spec.timeouts.build_s,
         counters_timeout_s=get_settings().ncu_timeout_s,
         sources=sources,
+        regions=regions,
     )
 
 

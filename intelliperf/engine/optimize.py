@@ -19,7 +19,14 @@ from intelliperf.engine.judge import Judge
 from intelliperf.engine.progress import Progress
 from intelliperf.errors import IntelliPerfError
 from intelliperf.gpu.backend import GpuBackend
-from intelliperf.llm.prompts import render_attempts, render_device, render_metrics, render_source
+from intelliperf.llm.prompts import (
+    TRITON_NOTE,
+    render_attempts,
+    render_device,
+    render_metrics,
+    render_regions,
+    render_source,
+)
 from intelliperf.llm.proposer import ProposalRequest, Proposer
 
 __all__ = ["LoopResult", "build_request", "describe_attempt", "run_loop"]
@@ -43,12 +50,18 @@ def build_request(target: Target, attempts: list[Attempt]) -> ProposalRequest:
         f"{render_metrics(target.diagnosis)}\n"
         f"The rewrite must reduce the {target.formula.metric_label}: {target.metric_before:.4g} now."
     )
+    regions = render_regions(target.regions)
+    if regions:
+        bottleneck = f"{bottleneck}\n{regions}"
     source = "\n\n".join(
         render_source(path, text, target.diagnosis) for path, text in sorted(target.sources.items())
     )
+    guidance = target.formula.prompt_context(target.diagnosis)
+    if any(path.endswith(".py") for path in target.sources):
+        guidance = f"{guidance}\n{TRITON_NOTE}"
     return ProposalRequest(
         formula=target.formula.name,
-        guidance=target.formula.prompt_context(target.diagnosis),
+        guidance=guidance,
         gpu=render_device(target.device),
         bottleneck=bottleneck,
         source=source,

@@ -10,10 +10,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from intelliperf.errors import SpecError
+from intelliperf.process import JIT_CACHE
 
 __all__ = ["copy_workspace", "workspace", "write_back"]
 
-IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.ncu-rep", ".venv", "node_modules")
+IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.ncu-rep", ".venv", "node_modules", JIT_CACHE)
 
 
 @contextmanager

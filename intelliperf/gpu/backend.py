@@ -14,7 +14,8 @@ from pathlib import Path
 
 from accordo.trace import KernelStats
 from formulas.base import KernelProfile
-from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.errors import ProfileError
 from intelliperf.gpu.kernel_names import is_library_kernel
 
 __all__ = ["GpuBackend", "TimingPass", "rank_kernels"]
@@ -63,3 +64,9 @@ class GpuBackend(ABC):
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         """Counters and per-source-line counters for each given kernel, keyed by its mangled name."""
+
+    def intra_kernel(
+        self, argv: Sequence[str], *, cwd: Path, kernel: RankedKernel, timeout_s: float
+    ) -> IntraKernelProfile:
+        """Cycles per region of one Triton kernel. ProfileError where the backend cannot tell."""
+        raise ProfileError(f"{type(self).__name__} has no intra-kernel profiler")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from intelliperf.errors import AppError, ProfileError, tail
-from intelliperf.process import describe_exit, run_process
+from intelliperf.process import describe_exit, run_process, with_jit_cache
 
 __all__ = [
     "EXPORTS",
@@ -90,7 +91,7 @@ def run_ncu(
 ) -> NcuRun:
     report = workdir / "profile.ncu-rep"
     command = profile_command(ncu, argv, kernel_names=kernel_names, metrics=metrics, report=report)
-    result = run_process(command, cwd=cwd, timeout_s=timeout_s)
+    result = run_process(command, cwd=cwd, env=with_jit_cache(os.environ, cwd), timeout_s=timeout_s)
     if result.timed_out or result.returncode != 0:
         what = describe_exit(result.returncode, result.timed_out, timeout_s)
         if "==ERROR==" in result.output or not report.exists():

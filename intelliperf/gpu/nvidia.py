@@ -11,11 +11,12 @@ from pathlib import Path
 
 from accordo.trace import KernelLaunch, run_traced
 from formulas.base import KernelProfile
-from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
 from intelliperf.gpu.ncu import EXPORTS, export_page, run_ncu
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
+from intelliperf.gpu.proton import run_regions
 from intelliperf.settings import Settings, get_settings
 
 __all__ = ["NvidiaBackend", "write_trace"]
@@ -91,3 +92,8 @@ class NvidiaBackend(GpuBackend):
             arch=self._device.arch,
             resolve=None,
         )
+
+    def intra_kernel(
+        self, argv: Sequence[str], *, cwd: Path, kernel: RankedKernel, timeout_s: float
+    ) -> IntraKernelProfile:
+        return run_regions(argv, cwd=cwd, kernel=kernel.name, timeout_s=timeout_s, record=self.record)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from accordo.trace import read_trace, summarize
 from formulas.base import KernelProfile
-from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.ncu import EXPORTS
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
+from intelliperf.gpu.proton import HATCHET, META, read_profile
 
 __all__ = ["ReplayBackend"]
 
@@ -65,3 +66,14 @@ class ReplayBackend(GpuBackend):
             arch=self.device().arch,
             resolve=cwd,
         )
+
+    def intra_kernel(
+        self, argv: Sequence[str], *, cwd: Path, kernel: RankedKernel, timeout_s: float
+    ) -> IntraKernelProfile:
+        hatchet, meta = self.folder / HATCHET, self.folder / META
+        if not (hatchet.is_file() and meta.is_file()):
+            raise ProfileError(f"{self.folder} holds no Proton profile ({HATCHET}, {META})")
+        profile = read_profile(hatchet, meta, cwd)
+        if profile.kernel != kernel.name:
+            raise ProfileError(f"the recorded Proton profile is of {profile.kernel}, not {kernel.name}")
+        return profile

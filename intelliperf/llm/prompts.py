@@ -11,10 +11,24 @@ import re
 from functools import cache
 from typing import Any
 
-from intelliperf.contract import Diagnosis
+from intelliperf.contract import Diagnosis, IntraKernelProfile
 from intelliperf.contract.report import Attempt, DeviceInfo
 
-__all__ = ["condense_compiler_output", "render_attempts", "render_device", "render_source", "signature_for"]
+__all__ = [
+    "TRITON_NOTE",
+    "condense_compiler_output",
+    "render_attempts",
+    "render_device",
+    "render_regions",
+    "render_source",
+    "signature_for",
+]
+
+TRITON_NOTE = (
+    "The kernel is a Triton kernel (a @triton.jit function) in Python, compiled when the program runs: "
+    "rewrite the function, and where the fix needs it its launch (the grid, block sizes, num_warps, "
+    "num_stages); keep the kernel's name, its parameters and its results."
+)
 
 EDIT_FORMAT = """Answer with edits only, in this format (the file's path relative to the project on the line
 before each block; SEARCH must quote the current lines exactly and occur once):
@@ -61,6 +75,20 @@ def render_source(path: str, text: str, diagnosis: Diagnosis) -> str:
         mark = f"    // <-- HOT: {shares[number]:.0%} of the bottleneck" if number in shares else ""
         lines.append(f"{number:5d} | {line}{mark}")
     return f"// file: {path}\n" + "\n".join(lines)
+
+
+def render_regions(profile: IntraKernelProfile | None) -> str:
+    """The intra-kernel profile as evidence for the model: one line per region."""
+    if profile is None or not profile.regions:
+        return ""
+    lines = [f"Cycles inside the kernel, per region (Proton instrumentation, {profile.note}):"]
+    for region in profile.regions:
+        code = f": {region.text}" if region.text else ""
+        lines.append(
+            f"- {region.kind} at line {region.line}{code} — {region.share:.0%} of the kernel's cycles, "
+            f"{region.cycles_per_warp:,.0f} cycles per warp"
+        )
+    return "\n".join(lines)
 
 
 def render_metrics(diagnosis: Diagnosis) -> str:
