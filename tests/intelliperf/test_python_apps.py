@@ -5,6 +5,7 @@ allocator. Real processes; the GPU side is tests/test_gpu_loop.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,14 +13,19 @@ import pytest
 
 from accordo.capture import run_capture
 from accordo.trace import run_app
-from intelliperf.contract import Application, JobSpec
+from benchmarks.loop_scenarios import fixed_source, known_fix
+from intelliperf.contract import Application, JobSpec, LlmSettings
 from intelliperf.engine.build import compiles_at_run_time
 from intelliperf.engine.candidate import CandidateTree
-from intelliperf.engine.job import check_optimizable
+from intelliperf.engine.job import check_optimizable, run_job
 from intelliperf.engine.workspace import copy_workspace, workspace
 from intelliperf.errors import ProfileError, SpecError
+from intelliperf.llm.proposer import DspyProposer
 from intelliperf.process import JIT_CACHE
+from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge
+from intelliperf.testing.scripted_llm import ScriptedLLM
 
+ROOT = Path(__file__).resolve().parents[2]
 PRINT_ENV = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
 
 
@@ -93,3 +99,33 @@ def test_captures_run_without_pytorchs_caching_allocator(tmp_path: Path) -> None
         run_capture([sys.executable, "-c", program], kernel_regex="k", cwd=tmp_path, timeout_s=30,
                     library=tmp_path / "libaccordo.so")  # fmt: skip
     assert seen.read_text() == "1"
+
+
+def test_the_loop_rewrites_a_triton_kernel_without_a_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine end to end on a Python application: no build step, Proton's regions and the Triton note
+    in what the model is asked, the known fix judged with Accordo's verdict and timing from the GPU run
+    (tests/fixtures/gpu/triton_strided/loop-report.json)."""
+    recording = ROOT / "tests" / "fixtures" / "gpu" / "triton_strided"
+    project = Path(shutil.copytree(ROOT / "examples" / "triton_strided", tmp_path / "triton_strided"))
+    source, original, fixed = fixed_source("triton_strided")
+    monkeypatch.setenv("LLM_GATEWAY_KEY", "sk-python-app-test")
+    with ScriptedLLM([known_fix("triton_strided")], key="sk-python-app-test") as server:
+        settings = LlmSettings(model="scripted", api_base=server.api_base, max_retries=0)
+        spec = JobSpec(applications=[Application(command=["./scale_strided.py", "3"])], llm=settings,
+                       formula="auto", num_attempts=1, in_place=True)  # fmt: skip
+        report = run_job(
+            spec,
+            backend=CandidateCounters(recording / "original", recording / "fixed"),
+            project=project,
+            proposer=DspyProposer(settings),
+            judge_factory=RecordedJudge.factory(recording),
+        )
+        messages = "\n".join(m["content"] for m in server.requests[0]["messages"])
+    assert report.passes.build_s is None and report.intra_kernel is not None
+    assert "Triton kernel (a @triton.jit function)" in messages and "Cycles inside the kernel" in messages
+    (attempt,) = report.attempts
+    assert attempt.status == "success" and "build" not in attempt.seconds, attempt.reason
+    assert report.best is not None and report.best.speedup.low > 5 and report.best.written_back
+    assert (project / source).read_text() == fixed != original
