@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ from rich.console import Console
 
 from intelliperf import __version__
 from intelliperf.contract import Application, JobSpec, LlmSettings, Report, Tolerances
-from intelliperf.errors import IntelliPerfError, SpecError
+from intelliperf.errors import IntelliPerfError, ProfileError, SpecError
 
 app = typer.Typer(
     name="intelliperf",
@@ -79,6 +80,22 @@ def _explain_validation(exc: PydanticValidationError) -> str:
     return "invalid options: " + "; ".join(problems)
 
 
+def check_writable(path: Path | None, option: str) -> None:
+    """Refuse, before any GPU work, an output path the run could not write at its end."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"{option} {path} is a directory; name a file")
+    if not folder.is_dir():
+        raise SpecError(
+            f"{option} {path}: the folder {folder} does not exist",
+            hint="create it first, or name a file in an existing folder",
+        )
+    if not os.access(folder, os.W_OK):
+        raise SpecError(f"{option} {path}: the folder {folder} is not writable")
+
+
 def _fail(error: IntelliPerfError) -> typer.Exit:
     stderr.print(f"[bold red]error:[/bold red] {error}", highlight=False, markup=True)
     return typer.Exit(code=error.exit_code)
@@ -87,6 +104,7 @@ def _fail(error: IntelliPerfError) -> typer.Exit:
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
     help=RUN_HELP,
+    options_metavar="[OPTIONS] -- COMMAND [ARGS]...",
 )
 def run(
     ctx: typer.Context,
@@ -103,7 +121,9 @@ def run(
     formula: Annotated[
         str,
         typer.Option(
-            "-f", "--formula", help="bankConflict, atomicContention, memoryAccess, diagnoseOnly or auto"
+            "-f",
+            "--formula",
+            help="A formula's name (`intelliperf formulas` lists them), diagnoseOnly or auto",
         ),
     ] = "auto",
     top_n: Annotated[int, typer.Option("--top_n", help="Kernels to diagnose, hottest first")] = 10,
@@ -156,6 +176,8 @@ def run(
             kernel=kernel,
             in_place=in_place,
         )
+        check_writable(output_file, "-o/--output_file")
+        check_writable(summary_file, "--summary_file")
         from formulas.registry import get
         from intelliperf.console import ConsoleProgress, render_report
         from intelliperf.engine.job import check_optimizable, run_job
@@ -171,9 +193,13 @@ def run(
             check_optimizable(spec)
             check_credentials(spec.llm)
             proposer = DspyProposer(spec.llm)
+        try:
+            backend = backend_for(replay)
+        except ProfileError as error:  # only a recording can fail here: a bad --replay folder
+            raise SpecError(f"--replay: {error.message}", hint="give a folder `--record` wrote") from None
         progress = ConsoleProgress(stderr)
         report = run_job(
-            spec, backend=backend_for(replay), project=project_directory, proposer=proposer, progress=progress
+            spec, backend=backend, project=project_directory, proposer=proposer, progress=progress
         )
         progress.close()
         if replay is not None and spec.formula != "diagnoseOnly":

@@ -17,6 +17,7 @@ from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.gpu.kernel_names import canonical_signature
+from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.settings import get_settings
 
 __all__ = [
@@ -186,9 +187,10 @@ def diagnose_in(
         raise SpecError("run_diagnosis takes one application; call it once per application")
     app = spec.applications[0]
     formulas = formulas_for(spec.formula)
-    progress.start("device", "looking for the GPU")
+    recorded = isinstance(backend, ReplayBackend)  # --replay: say what is read, not what would run
+    progress.start("device", "reading the recorded device" if recorded else "looking for the GPU")
     device = backend.device()
-    progress.done("device", f"{device.name} ({device.arch})")
+    progress.done("device", f"{device.name} ({device.arch})" + (", as recorded" if recorded else ""))
     warnings: list[str] = []
     build_command = spec.instrument_command or spec.build_command
     build_s = None
@@ -196,7 +198,9 @@ def diagnose_in(
         progress.start("build", build_command)
         build_s = run_build(build_command, cwd=ws, timeout_s=spec.timeouts.build_s)
         progress.done("build", f"{build_s:.1f} s")
-    progress.start("timing", "tracing every kernel launch (CUPTI)")
+    progress.start(
+        "timing", "reading the recorded trace" if recorded else "tracing every kernel launch (CUPTI)"
+    )
     started = time.perf_counter()
     timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
     timing_s = time.perf_counter() - started
@@ -207,7 +211,8 @@ def diagnose_in(
     warnings.extend(note for note in (library_note(shown), minor_note(shown, top)) if note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
     metrics = metrics_for(formulas)
-    progress.start("counters", f"Nsight Compute on {len(top)} kernel(s), {len(metrics)} metrics + source")
+    what = "the recorded Nsight Compute exports for" if recorded else "Nsight Compute on"
+    progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} metrics + source")
     started = time.perf_counter()
     profiles = backend.collect(
         app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s

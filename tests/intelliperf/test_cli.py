@@ -127,9 +127,10 @@ def test_missing_application_command_and_project() -> None:
     assert result.returncode == SpecError.exit_code and "/no/such/dir" in result.stderr
 
 
-def test_replay_of_a_folder_that_is_not_a_recording(tmp_path: Path) -> None:
+def test_replay_of_a_folder_that_is_not_a_recording_is_bad_input(tmp_path: Path) -> None:
     result = intelliperf("run", "--replay", str(tmp_path), "--", "./a")
-    assert result.returncode == 9 and "is not a recorded profile" in result.stderr
+    assert result.returncode == SpecError.exit_code, result.stderr
+    assert "--replay:" in result.stderr and "is not a recorded profile: missing trace.jsonl" in result.stderr
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
@@ -186,3 +187,27 @@ def test_no_line_info_is_exit_8_when_no_kernel_has_lines(tmp_path: Path) -> None
         "run", "--replay", str(recording), "-p", str(EXAMPLES / "transpose_bank"), "--", "./a"
     )
     assert result.returncode == NoLineInfoError.exit_code and "-lineinfo" in result.stderr
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path) -> None:
+    missing = tmp_path / "no_such_folder" / "report.json"
+    result = replay("transpose_bank", "-o", str(missing))
+    assert result.returncode == SpecError.exit_code, result.stderr
+    assert f"the folder {missing.parent} does not exist" in result.stderr
+    assert "timing" not in result.stderr  # refused before the first pass
+    result = replay("transpose_bank", "--summary_file", str(tmp_path))
+    assert result.returncode == SpecError.exit_code and "is a directory; name a file" in result.stderr
+
+
+def test_a_replay_says_it_reads_a_recording() -> None:
+    result = replay("transpose_bank", "-f", "diagnoseOnly")
+    assert result.returncode == 0, result.stderr
+    assert "as recorded" in result.stderr and "reading the recorded trace" in result.stderr
+    assert "CUPTI" not in result.stderr and "looking for the GPU" not in result.stderr
+
+
+def test_run_help_shows_where_the_command_goes() -> None:
+    result = intelliperf("run", "--help")
+    assert result.returncode == 0
+    assert "[OPTIONS] -- COMMAND [ARGS]..." in result.stdout
+    assert "intelliperf formulas" in result.stdout
