@@ -37,9 +37,9 @@ class JsonLinesProgress:
 
 def run(spec: JobSpec, project: Path, out: Path) -> int:
     from intelliperf.engine.job import check_optimizable, run_job
+    from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge, is_loop_recording
     from intelliperf.gpu.select import backend_for
     from intelliperf.summary import render_summary
-    from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge, is_loop_recording
 
     replay = project / spec.replay if spec.replay else None
     optimize = spec.formula != "diagnoseOnly"

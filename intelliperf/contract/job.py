@@ -206,7 +206,7 @@ class JobSpec(_Strict):
         default=None,
         description="A folder of the project holding a profile recorded on a GPU machine: diagnose from it "
         "without a GPU (demos, tests). The loop needs the GPU's verdicts: it runs only when the folder is a "
-        "recording of it (original/, fixed/, loop-report.json: intelliperf.testing.recorded_loop)",
+        "recording of it (original/, fixed/, loop-report.json: intelliperf.engine.recorded_loop)",
     )
 
     @field_validator("project_directory")

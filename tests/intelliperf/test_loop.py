@@ -19,11 +19,11 @@ from intelliperf.contract import (
 )
 from intelliperf.engine.candidate import CandidateTree, Target
 from intelliperf.engine.job import run_job
+from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.engine.workspace import write_back
 from intelliperf.errors import LlmError, SpecError
 from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.llm.proposer import DspyProposer
-from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.testing.scripted_llm import Failure, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]

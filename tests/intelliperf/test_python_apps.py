@@ -18,11 +18,11 @@ from intelliperf.contract import Application, JobSpec, LlmSettings
 from intelliperf.engine.build import compiles_at_run_time
 from intelliperf.engine.candidate import CandidateTree
 from intelliperf.engine.job import check_optimizable, run_job
+from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.engine.workspace import copy_workspace, workspace
 from intelliperf.errors import ProfileError, SpecError
 from intelliperf.llm.proposer import DspyProposer
 from intelliperf.process import JIT_CACHE
-from intelliperf.testing.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.testing.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]
