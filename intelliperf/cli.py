@@ -296,10 +296,6 @@ def validate(
         if not reference_cmd or not candidate_cmd:
             raise SpecError("--reference and --candidate must not be empty")
         check_writable(output_file, "-o/--output_file")
-        from intelliperf.gpu.device import query_device
-
-        device = query_device()  # no GPU: say so now, before Accordo's library is built and anything runs
-        stderr.print(f"… {device.name} ({device.arch})", highlight=False)
         result = run_validation(
             kernel,
             reference_cmd,

@@ -133,17 +133,6 @@ def test_replay_of_a_folder_that_is_not_a_recording_is_bad_input(tmp_path: Path)
     assert "--replay:" in result.stderr and "is not a recorded profile: missing trace.jsonl" in result.stderr
 
 
-@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
-def test_validate_without_a_gpu_says_so_before_any_work(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
-    result = intelliperf("validate", "-k", "k", "--reference", "./ref", "--candidate", "./cand",
-                         "--cwd", str(tmp_path))  # fmt: skip
-    assert result.returncode == NoGpuError.exit_code and "no NVIDIA GPU" in result.stderr
-    assert not (tmp_path / "cache").exists()  # Accordo's library was not built for nothing
-
-
 def test_validate_refuses_an_output_file_it_could_not_write(tmp_path: Path) -> None:
     result = intelliperf("validate", "-k", "k", "--reference", "./r", "--candidate", "./c",
                          "-o", str(tmp_path / "missing" / "v.json"))  # fmt: skip
