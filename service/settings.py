@@ -45,6 +45,9 @@ class ServiceSettings(BaseSettings):
         default=60.0, gt=0, description="A worker whose last heartbeat is older than this is presumed dead"
     )
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often workers report")
+    fleet_cache_s: float = Field(
+        default=5.0, ge=0, description="How long submissions reuse one reading of the queues workers serve"
+    )
     events_poll_s: float = Field(default=0.25, gt=0, description="How often an event stream checks for news")
     job_time_limit_s: float = Field(
         default=6 * 3600,

@@ -21,6 +21,7 @@ from service.api.limits import BodySizeLimit, BodyTooLarge
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.dispatch import Dispatcher
+from service.fleet import FleetCache
 from service.queue import make_celery
 from service.settings import ServiceSettings, get_service_settings
 
@@ -68,6 +69,7 @@ def create_app(
     registry.register(ops.JobMetrics(db, settings.worker_stale_s))
     app.state.settings, app.state.db, app.state.celery = settings, db, celery
     app.state.dispatcher, app.state.metrics_registry = dispatcher, registry
+    app.state.fleet = FleetCache(settings.worker_stale_s, ttl_s=settings.fleet_cache_s)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20)
 
     app.add_exception_handler(RequestValidationError, validation_error_after_auth)

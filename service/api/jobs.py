@@ -160,6 +160,9 @@ def _record(
     refusal = check_scope(principal, repository)
     if refusal:
         raise HTTPException(status.HTTP_403_FORBIDDEN, refusal)
+    unserved = request.app.state.fleet.get(session).refusal(spec.gpu.queue)
+    if unserved:
+        raise _invalid("gpu", unserved)
     try:
         job, created = submit(
             session,

@@ -54,6 +54,7 @@ class Overview:
     finished_total: int
     queues: list[QueueRow]
     workers: list[WorkerRow]
+    unserved: frozenset[str]  # queues no live worker consumes: their queued jobs wait
 
 
 def overview(session: Session, principal: Principal, *, limit: int, worker_stale_s: float) -> Overview:
@@ -93,6 +94,8 @@ def overview(session: Session, principal: Principal, *, limit: int, worker_stale
         finished_total=sum(pages[state].total for state in FINISHED),
         queues=_queues(session, rows),
         workers=rows,
+        unserved=frozenset(job.queue for job in pages["queued"].jobs)
+        - {queue for row in rows if row.alive for queue in row.queues},
     )
 
 

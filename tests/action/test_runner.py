@@ -251,6 +251,15 @@ def test_a_spec_the_service_refuses_shows_its_reason(stack: LiveService, workspa
     assert "packed" not in step.log  # source git: nothing uploaded
 
 
+def test_a_vendor_no_worker_serves_is_refused_with_the_reason(stack: LiveService, workspace: Path) -> None:
+    """The stack's one worker consumes gpu.nvidia.any: an AMD job would wait forever, so it is refused."""
+    step = run_action(workspace, stack.url, gpu_vendor="amd")
+    assert step.returncode == 3, step.log
+    (error,) = lines(step.log, "::error")
+    assert "HTTP 422 (the service refused the job)" in error
+    assert "no worker serves the GPU queue gpu.amd.any" in error and "serve gpu.nvidia.any" in error
+
+
 def test_bad_input_is_named_before_anything_is_sent(workspace: Path) -> None:
     step = run_action(
         workspace, "http://127.0.0.1:9", applications='[{"command": "./bin/transpose", "top_n": "many"}]'
