@@ -63,7 +63,8 @@ REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 14  # the benchmark's own Redis database number, flushed before and after
 ADMIN = "bench-admin-secret"
 REPOSITORY = "bench/kernels"
-# Load-phase jobs go to a queue no worker of the benchmark consumes; dispatch-phase jobs to the worker's.
+# Load-phase jobs go to a queue no running worker of the benchmark consumes (a registered but parked node
+# serves it, so the service accepts them); dispatch-phase jobs to the running worker's.
 LOAD_SPEC = {
     "repository": {"url": f"https://github.com/{REPOSITORY}.git"},
     "applications": [{"command": "./app 20"}],
@@ -189,6 +190,20 @@ def wait_for_worker(process: subprocess.Popen[bytes], name: str, database_url: s
     finally:
         database.dispose()
     time.sleep(0.5)
+
+
+def register_parked_node(database_url: str) -> None:
+    """A worker row for a node that serves the load phase's queue but is not running: the service refuses
+    jobs for queues no registered worker serves, and the load phase's jobs must stay queued, not run."""
+    from service.db.models import Worker
+    from service.db.session import Database
+
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            session.add(Worker(name="bench-parked-sm90", hostname="parked", queues=["gpu.nvidia.sm90"]))
+    finally:
+        database.dispose()
 
 
 def make_token(database_url: str) -> str:
@@ -594,6 +609,7 @@ def run(
         flushed_redis_database(REDIS_URL, redis_db) as broker_url,
     ):
         upgrade(database_url)  # once here, so the server's workers find the schema current
+        register_parked_node(database_url)
         token = make_token(database_url)
         database, broker = server_versions(database_url, broker_url)
         env = service_env(database_url, broker_url, log_dir / "data")
