@@ -85,10 +85,17 @@ def main() -> int:
     data_dir = args.data_dir
     env = {**os.environ, "INTELLIPERF_DATA_DIR": str(data_dir)}
     url = f"http://127.0.0.1:{args.port}"
-    print(f"starting the embedded stack on {url} (data in {data_dir})", flush=True)
-    server = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "intelliperf"), "serve", "--port", str(args.port)], env=env, cwd=ROOT
-    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "stack.log"
+    print(f"starting the embedded stack on {url} (data in {data_dir}, its log in {log})", flush=True)
+    with log.open("ab") as sink:  # the server's access log and the worker's banner stay out of the way
+        server = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "intelliperf"), "serve", "--port", str(args.port)],
+            env=env,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -98,7 +105,8 @@ def main() -> int:
             except httpx.TransportError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                print("the service did not start", file=sys.stderr)
+                tail = log.read_text(errors="replace").splitlines()[-20:]
+                print("the service did not start; the end of its log:", *tail, sep="\n", file=sys.stderr)
                 return 1
             time.sleep(0.3)
         token = (data_dir / "admin-token").read_text().strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from prometheus_client.core import CollectorRegistry
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from intelliperf import __version__
 from intelliperf.contract import JobSpec
@@ -31,6 +33,9 @@ __all__ = ["create_app"]
 # (service.db.session), so no request opens and closes an overflow connection, and few, since the
 # threads take turns at the GIL (measured on 2 cores: 8 served more submissions/s than 16)
 API_THREADS = 8
+DATABASE_RETRY_AFTER_S = 5
+
+log = logging.getLogger("intelliperf.service")
 
 DESCRIPTION = """IntelliPerf's jobs API. Submit a job spec (or a project archive with one), follow its
 events, read its report and diff. Authenticate with `Authorization: Bearer <token>`."""
@@ -73,6 +78,17 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20)
 
     app.add_exception_handler(RequestValidationError, validation_error_after_auth)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+        """The database is down, restarting or refusing connections: a client should retry, not give up."""
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return JSONResponse(
+            {"detail": "the service's database is unavailable; retry shortly"},
+            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(_request: Request, exc: BodyTooLarge) -> JSONResponse:

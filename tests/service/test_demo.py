@@ -31,6 +31,9 @@ def test_the_demo_diagnoses_examples_through_the_embedded_stack(tmp_path: Path) 
     ]
     assert table[1].split() == ["clean_saxpy", "none", "succeeded", "no", "bottleneck"]
     assert "timing done" in result.stdout  # the job's events were followed live
+    output = result.stdout + result.stderr  # the server's access log and Celery's banner go to the log
+    assert "POST /v1/jobs" not in output and "celery@" not in output
+    assert "POST /v1/jobs" in (tmp_path / "stack.log").read_text()
     assert "dashboard:" not in result.stdout  # without --keep the stack stops: no address to a dead server
     assert "run with --keep to browse these jobs" in result.stdout
     assert (tmp_path / "intelliperf.db").is_file() and (tmp_path / "admin-token").stat().st_mode & 0o077 == 0
