@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from intelliperf.gpu.proton import RUNNER, read_profile  # noqa: E402
+from intelliperf.gpu.proton import RUNNER, _metrics, read_profile  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 METRICS = ("gpu__time_duration.sum", "smsp__warps_active.sum")
@@ -72,7 +72,7 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
     instrumented = ncu_launches(["python3", str(RUNNER), str(out), kernel, "--", *program], kernel, folder)
     profile = read_profile(out.with_suffix(".hatchet"), out.with_suffix(".json"), folder)
     hatchet = json.loads(out.with_suffix(".hatchet").read_text())
-    whole = _kernel_cycles(hatchet[0])
+    whole = float(_metrics(hatchet[0], kernel)["kernel"]["cycles"])  # summed over warps and launches
     plain_ns = statistics.median(x["gpu__time_duration.sum"] for x in plain)
     instrumented_ns = statistics.median(x["gpu__time_duration.sum"] for x in instrumented)
     resident = sum(x["smsp__warps_active.sum"] for x in instrumented)
@@ -89,17 +89,6 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
         "error": round(abs(whole - resident) / resident, 4),
         "regions": [r.model_dump(exclude={"text"}) for r in profile.regions],
     }
-
-
-def _kernel_cycles(tree: dict) -> float:
-    """The whole-kernel scope's cycles, summed over warps and launches (the hatchet's ``cycles``)."""
-    for child in tree.get("children", []):
-        if child.get("frame", {}).get("name") == "kernel" and "cycles" in child.get("metrics", {}):
-            return float(child["metrics"]["cycles"])
-        found = _kernel_cycles(child)
-        if found:
-            return found
-    return 0.0
 
 
 def main() -> int:

@@ -84,7 +84,7 @@ def check_writable(path: Path | None, option: str) -> None:
     """Refuse, before any GPU work, an output path the run could not write at its end."""
     if path is None:
         return
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = path.parent
     if path.is_dir():
         raise SpecError(f"{option} {path} is a directory; name a file")
     if not folder.is_dir():

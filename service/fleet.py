@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -27,6 +28,15 @@ class Fleet:
     known: frozenset[str]
     live: frozenset[str]
 
+    @classmethod
+    def of(cls, workers: Iterable[tuple[Iterable[str], bool]]) -> Fleet:
+        """From each worker's queues and whether it is alive (its heartbeat within worker_stale_s)."""
+        rows = [(list(queues), alive) for queues, alive in workers]
+        return cls(
+            known=frozenset(queue for queues, _ in rows for queue in queues),
+            live=frozenset(queue for queues, alive in rows if alive for queue in queues),
+        )
+
     def refusal(self, queue: str) -> str | None:
         """Why a job for ``queue`` would never run, or None. With no worker registered yet nothing is known,
         so nothing is refused."""
@@ -41,9 +51,7 @@ class Fleet:
 def fleet_of(session: Session, worker_stale_s: float) -> Fleet:
     stale = utcnow() - timedelta(seconds=worker_stale_s)
     rows = session.execute(select(Worker.queues, Worker.last_heartbeat)).all()
-    known = frozenset(queue for queues, _ in rows for queue in queues)
-    live = frozenset(queue for queues, seen in rows if seen >= stale for queue in queues)
-    return Fleet(known=known, live=live)
+    return Fleet.of((queues, seen >= stale) for queues, seen in rows)
 
 
 class FleetCache:

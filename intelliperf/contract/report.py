@@ -140,11 +140,6 @@ class IntraKernelProfile(_Frozen):
         )
     )
 
-    @property
-    def kernel_cycles_per_warp(self) -> float | None:
-        whole = next((r for r in self.regions if r.kind == "kernel"), None)
-        return whole.cycles_per_warp if whole else None
-
 
 class Speedup(_Frozen):
     median: float

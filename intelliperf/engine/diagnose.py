@@ -77,16 +77,13 @@ def targets_of(kernels: list[RankedKernel], top_n: int, *, explicit: bool = Fals
 
 
 def triton_kernel(command: list[str], top: list[RankedKernel], selected: str | None) -> RankedKernel | None:
-    """The Triton kernel to profile inside: the selected kernel, else the hottest of the project's, when
-    the application is a Python program and that kernel's name is a bare function name (a CUDA C++
-    kernel's demangled name carries its parameters)."""
+    """The Triton kernel to profile inside: the selected kernel, else the hottest profiled one (``top``, the
+    project's kernels from targets_of), when the application is a Python program and that kernel's name
+    is a bare function name (a CUDA C++ kernel's demangled name carries its parameters)."""
     if not compiles_at_run_time(command):
         return None
-    chosen = next((k for k in top if k.name == selected), None) if selected else None
-    chosen = chosen or next((k for k in top if not k.library), None)
-    if chosen is None or chosen.library or "(" in chosen.demangled:
-        return None
-    return chosen
+    chosen = next((k for k in top if k.name == selected), top[0] if top else None)
+    return None if chosen is None or "(" in chosen.demangled else chosen
 
 
 def minor_note(shown: list[RankedKernel], targets: list[RankedKernel]) -> str | None:

@@ -61,9 +61,8 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
     assert report.selected is not None
     selected = report.selected
     kernel = next(k for k in report.kernels if k.name == selected.kernel)
-    diagnosis = next(
-        d for d in report.diagnoses if d.kernel == selected.kernel and d.formula == selected.formula
-    )
+    diagnosis = report.selected_diagnosis
+    assert diagnosis is not None, "a selection is made of a diagnosis"
     formula: Formula = get(selected.formula)()
     regions = report.intra_kernel
     if regions is not None and regions.kernel != kernel.name:

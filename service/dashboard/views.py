@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from intelliperf.contract import Report
 from service.auth import Principal
 from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, Worker, utcnow
+from service.fleet import Fleet
 from service.jobs import get_job, list_jobs
 
 __all__ = ["JobView", "Overview", "QueueRow", "WorkerRow", "job_view", "overview"]
@@ -95,7 +96,7 @@ def overview(session: Session, principal: Principal, *, limit: int, worker_stale
         queues=_queues(session, rows),
         workers=rows,
         unserved=frozenset(job.queue for job in pages["queued"].jobs)
-        - {queue for row in rows if row.alive for queue in row.queues},
+        - Fleet.of((row.queues, row.alive) for row in rows).live,
     )
 
 
