@@ -80,7 +80,7 @@ LABEL org.opencontainers.image.title="intelliperf-worker-cuda" \
       org.opencontainers.image.description="IntelliPerf GPU worker (intelliperf worker): CUDA, CUPTI, Nsight Compute"
 ARG DEBIAN_FRONTEND=noninteractive
 # Python for the worker, git for cloning jobs' repositories, g++/make for the projects and for Accordo's
-# CUPTI library (built on a job's first use). Nsight Compute: the devel images usually carry the
+# CUPTI library (built below, when the image is built). Nsight Compute: the devel images usually carry the
 # toolkit's cuda-nsight-compute package; it is installed here when ncu is missing.
 RUN set -eu; \
     apt-get update; \
@@ -102,6 +102,10 @@ RUN set -eu; \
     /opt/intelliperf/bin/python -m pip install --no-cache-dir --disable-pip-version-check "$@" \
         "/src[service,worker,llm]"; \
     rm -rf /src
+# Accordo's CUPTI library, built here (g++ and the CUDA headers are in this image) and not in a job's
+# first timing pass; root builds it, every user reads it.
+ENV ACCORDO_CACHE_DIR=/opt/intelliperf/accordo
+RUN /opt/intelliperf/bin/intelliperf prepare
 # Non-root: the NVIDIA container toolkit makes the GPU's device nodes usable by any user, so CUDA works.
 # Nsight Compute's counters, however, are admin-only unless the HOST's driver allows everyone
 # (options nvidia NVreg_RestrictProfilingToAdminUsers=0, then reload the module or reboot). Where that

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from intelliperf.errors import NativeBuildError, ToolMissingError, tail
 
-__all__ = ["LIBRARY_NAME", "SOURCE_DIR", "cuda_home", "native_library"]
+__all__ = ["LIBRARY_NAME", "SOURCE_DIR", "cached_library", "cuda_home", "native_library"]
 
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
 LIBRARY_NAME = "libaccordo.so"
@@ -114,21 +114,31 @@ def _build_command(cxx: str, build_dir: Path, out: Path, home: Path) -> list[str
     return cmd
 
 
+def _target() -> Path:
+    home = cuda_home()
+    cxx = _compiler()
+    _check_cuda(home)
+    return _cache_root() / _build_key(_sources(), _compiler_version(cxx), home) / LIBRARY_NAME
+
+
+def cached_library() -> Path | None:
+    """The built library for these sources and this toolchain, or None when the next use must build it
+    (about 15 s; `intelliperf prepare` builds it ahead). Raises as native_library does when the compiler
+    or CUDA's headers are missing."""
+    target = _target()
+    return target if target.is_file() else None
+
+
 def native_library(force: bool = False) -> Path:
     """Path to a built libaccordo.so, compiling it first when no matching build is cached.
 
     Raises ToolMissingError when the compiler or CUDA's headers/CUPTI are missing and NativeBuildError
     (with the compiler's output) when compilation fails. ``force`` rebuilds even if a build is cached.
     """
-    home = cuda_home()
-    cxx = _compiler()
-    _check_cuda(home)
-    sources = _sources()
-    key = _build_key(sources, _compiler_version(cxx), home)
-    target_dir = _cache_root() / key
-    target = target_dir / LIBRARY_NAME
+    target = _target()
     if target.is_file() and not force:
         return target
+    home, cxx, sources, target_dir = cuda_home(), _compiler(), _sources(), target.parent
 
     try:
         target_dir.mkdir(parents=True, exist_ok=True)

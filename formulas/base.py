@@ -91,6 +91,8 @@ class KernelProfile:
     launches: int = 1
     total_ns: float = 0.0
     arch: str = "sm_90"
+    source_page: bool = True
+    """Whether Nsight Compute's source page had an entry for this kernel (with or without lines)."""
 
     def optional(self, name: str) -> float | None:
         """A metric's value, or None where it is absent, `n/a` or not a number."""

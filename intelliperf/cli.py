@@ -296,6 +296,7 @@ def validate(
         if not reference_cmd or not candidate_cmd:
             raise SpecError("--reference and --candidate must not be empty")
         check_writable(output_file, "-o/--output_file")
+        _build_native_library()
         result = run_validation(
             kernel,
             reference_cmd,
@@ -314,6 +315,33 @@ def validate(
         stderr.print(f"result written to {output_file}", highlight=False)
     if not result.passed:
         raise typer.Exit(code=1)
+
+
+def _build_native_library() -> None:
+    """Build Accordo's CUPTI library now, saying so, when this version and toolchain have none yet."""
+    from accordo.build import cached_library, native_library
+
+    if cached_library() is None:
+        stderr.print(
+            "… building Accordo's CUPTI library (once per version and toolchain, about 15 s; "
+            "`intelliperf prepare` builds it ahead)",
+            highlight=False,
+        )
+        native_library()
+
+
+@app.command(
+    help="Build what the GPU passes need ahead of the first job (Accordo's CUPTI library); a container "
+    "image runs this when it is built, so no job pays for it."
+)
+def prepare() -> None:
+    from accordo.build import native_library
+
+    try:
+        _build_native_library()
+        stdout.print(f"Accordo's CUPTI library: {native_library()}", highlight=False)
+    except IntelliPerfError as error:
+        raise _fail(error) from None
 
 
 @app.command(help="Print the JSON Schema of the job spec or of the report.")

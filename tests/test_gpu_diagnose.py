@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.diagnose import is_kernel
 from formulas.selection import select
 from intelliperf.contract import Report
 from intelliperf.errors import AppError, KernelNotFoundError, NoLineInfoError, ToolMissingError
@@ -65,7 +66,7 @@ def test_finds_kernel_formula_and_line(example: dict, tmp_path: Path) -> None:
     selected = selection.model_dump()
     assert selected["formula"] == example["formula"]
     kernel = next(k for k in report["kernels"] if k["name"] == selected["kernel"])
-    assert kernel["demangled"] == example["kernel"] or kernel["demangled"].startswith(example["kernel"] + "(")
+    assert is_kernel(kernel["demangled"], example["kernel"]), kernel["demangled"]
     diagnosis = next(
         d
         for d in report["diagnoses"]
@@ -86,6 +87,34 @@ def test_fixed_versions_and_controls_are_clean(example: dict, tmp_path: Path) ->
         flagged = [(d["formula"], d["kernel"], d["reasoning"]) for d in report["diagnoses"] if d["present"]]
         assert flagged == [], f"{app}: {flagged}"
         assert report["selected"] is None
+
+
+def test_templated_namespaced_and_lambda_kernels_keep_their_lines(tmp_path: Path) -> None:
+    """tile_sums: six instantiations of geom::tile_sums<TILE>, geom::detail::normalize and a kernel running a
+    __device__ lambda, all profiled (-k .): each is matched to Nsight Compute's pages, has source lines and
+    per-instruction counters, and every formula decides on it."""
+    report = tmp_path / "report.json"
+    result = intelliperf(
+        "run", "-f", "diagnoseOnly", "-b", "make", "-k", ".", "--top_n", "10",
+        "-p", str(EXAMPLES / "tile_sums"), "-o", str(report), "--", "./bin/tile_sums",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    parsed = Report.model_validate_json(report.read_text())
+    assert len(parsed.kernels) == 9 and parsed.warnings == [], parsed.warnings
+    names = {k.demangled for k in parsed.kernels}
+    assert {f"void geom::tile_sums<{t}>(float2 const*, float*, int)" for t in (1, 2, 4, 8, 16, 32)} <= names
+    assert "geom::detail::normalize(float const*, float*, int, float)" in names
+    assert any("lambda" in name for name in names)
+    assert {d.kernel for d in parsed.diagnoses} == {k.name for k in parsed.kernels}
+    assert all(d.decided for d in parsed.diagnoses), [d.summary for d in parsed.diagnoses if not d.decided]
+    flagged = {
+        k.demangled.split("(")[0]
+        for k in parsed.kernels
+        for d in parsed.diagnoses
+        if d.kernel == k.name and d.present
+    }
+    assert {"void geom::tile_sums<32>", "void geom::tile_sums<16>", "void geom::tile_sums<8>"} <= flagged
+    assert not any("normalize" in name or "lambda" in name or "init_points" in name for name in flagged)
 
 
 def transpose(*extra: str, app: str = "./bin/transpose", env: dict[str, str] | None = None):

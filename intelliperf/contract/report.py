@@ -103,6 +103,8 @@ class Selection(_Frozen):
 
 
 class PassTimings(_Frozen):
+    setup_s: float | None = None
+    """Building a tool's native part on first use (Accordo's CUPTI library), outside every measured pass."""
     build_s: float | None = None
     timing_s: float | None = None
     counters_s: float | None = None

@@ -116,8 +116,10 @@ def library_note(shown: list[RankedKernel]) -> str | None:
 def _diagnose_kernels(
     formulas: list[Formula], top: list[RankedKernel], profiles: dict[str, KernelProfile], warnings: list[str]
 ) -> list[Diagnosis]:
+    """Every formula on every profiled kernel. A kernel without source rows is still diagnosed: a formula
+    that needs per-instruction counters it lacks says it could not decide (never reads them as 0)."""
     with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
-    if profiles and not with_lines:
+    if profiles and not with_lines and all(p.source_page for p in profiles.values()):
         raise NoLineInfoError(
             "the profiled kernels carry no source-line information, so bottlenecks cannot be localized",
             hint="build with -lineinfo (nvcc) or pass an -i/--instrument_command that does",
@@ -128,7 +130,12 @@ def _diagnose_kernels(
         if profile is None:
             warnings.append(f"{kernel.demangled}: no counters were collected (not profiled by ncu)")
             continue
-        if kernel.name not in with_lines:
+        if not profile.source_page:
+            warnings.append(
+                f"{kernel.demangled}: Nsight Compute's source page names no kernel that matches it, so it is "
+                "diagnosed without source lines"
+            )
+        elif kernel.name not in with_lines:
             warnings.append(f"{kernel.demangled}: built without line info; diagnosed without source lines")
         diagnoses.extend(formula.evaluate(profile) for formula in formulas)
     return diagnoses
@@ -188,6 +195,13 @@ def diagnose_in(
     progress.start("device", "reading the recorded device" if recorded else "looking for the GPU")
     device = backend.device()
     progress.done("device", f"{device.name} ({device.arch})" + (", as recorded" if recorded else ""))
+    setup_s = None
+    if (setup := backend.setup_needed()) is not None:
+        progress.start("setup", setup)
+        started = time.perf_counter()
+        backend.setup()
+        setup_s = time.perf_counter() - started
+        progress.done("setup", f"{setup_s:.1f} s")
     warnings: list[str] = []
     build_command = spec.instrument_command or spec.build_command
     build_s = None
@@ -251,7 +265,9 @@ def diagnose_in(
         kernels=shown,
         diagnoses=diagnoses,
         selected=selection,
-        passes=PassTimings(build_s=build_s, timing_s=timing_s, counters_s=counters_s, regions_s=regions_s),
+        passes=PassTimings(
+            setup_s=setup_s, build_s=build_s, timing_s=timing_s, counters_s=counters_s, regions_s=regions_s
+        ),
         intra_kernel=intra_kernel,
         warnings=warnings,
     )

@@ -50,6 +50,14 @@ class GpuBackend(ABC):
     @abstractmethod
     def device(self) -> DeviceInfo: ...
 
+    def setup_needed(self) -> str | None:
+        """What must be built before the first pass can run, in words for the progress display; None when
+        nothing is (built ahead by `intelliperf prepare`, or on an earlier run)."""
+        return None
+
+    def setup(self) -> None:  # noqa: B027 (nothing to build unless a backend says so)
+        """Build what setup_needed names, so that no measured pass includes it."""
+
     @abstractmethod
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass: ...
 

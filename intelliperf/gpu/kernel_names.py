@@ -1,17 +1,23 @@
 """Match the names Nsight Compute prints to the kernels the tracer saw.
 
-The tracer knows each kernel's mangled name and its `__cxa_demangle` form
-(`transpose_tiled(float const*, float*, int, int)`). ncu prints either the mangled name or its
-own demangling (`transpose_tiled(const float *, float *, int, int)`), whatever
-`--print-kernel-base` says (seen on ncu 2025.3: the source page ignores it). Two demanglings
-are the same signature when the function names agree and each parameter has the same tokens.
+The tracer knows each kernel's mangled name and its `__cxa_demangle` form. The counter pass exports
+every page with `--print-kernel-base mangled`, so a kernel is found by its mangled name, exactly (seen
+on ncu 2025.3: the raw and both source pages then print `_ZN4geom9tile_sumsILi32EEEvPK6float2Pfi`).
+Recordings made with ncu's own demangling are matched by signature, and that demangling differs from
+`__cxa_demangle` in ways seen on ncu 2025.3 (tests/fixtures/gpu/tile_sums/demangled holds the pages):
+
+- parameter spelling: `const float *` for `float const*`;
+- template arguments with casts on the source pages: `tile_sums<(int)32>` for `tile_sums<32>`;
+- lambdas: `main::[lambda(int) (instance 1)]` for `main::{lambda(int)#1}`, with `T1` for the
+  lambda's parameter type;
+- the raw page drops a kernel's outer namespace: `detail::normalize` for `geom::detail::normalize`.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["LIBRARY_PREFIXES", "canonical_signature", "is_library_kernel", "same_kernel"]
+__all__ = ["LIBRARY_PREFIXES", "canonical_signature", "function_name", "is_library_kernel", "same_kernel"]
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|::|[^\sA-Za-z0-9_]")
 
@@ -65,10 +71,40 @@ def canonical_signature(demangled: str) -> tuple[str, tuple[tuple[str, ...], ...
     return name, tokens
 
 
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(-?\d)")
+_INT_SUFFIX = re.compile(r"(?<=\d)(?:ul|ull|u|l|ll)\b")
+_CXA_LAMBDA = re.compile(r"\{lambda\(([^)]*)\)#(\d+)\}")
+_NCU_LAMBDA = re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]")
+_PLACEHOLDER = re.compile(r"^T\d+$")
+
+
+def _normalized(demangled: str) -> str:
+    """One spelling for what ncu's and `__cxa_demangle`'s demanglings write differently."""
+    text = _CXA_LAMBDA.sub(r"lambda(\1)#\2", demangled)
+    text = _NCU_LAMBDA.sub(r"lambda(\1)#\2", text)
+    return _INT_SUFFIX.sub("", _CAST.sub(r"\1", text))
+
+
+def _same_qualified_name(ncu: str, ours: str) -> bool:
+    """Equal, or ncu's name is ours without leading namespaces (the raw page drops the outer one)."""
+    return ncu == ours or ours.endswith("::" + ncu)
+
+
 def same_kernel(ncu_name: str, mangled: str, demangled: str) -> bool:
     if ncu_name in (mangled, demangled):
         return True
-    return canonical_signature(ncu_name) == canonical_signature(demangled)
+    ncu, ours = canonical_signature(_normalized(ncu_name)), canonical_signature(_normalized(demangled))
+    if not _same_qualified_name(ncu[0], ours[0]) or len(ncu[1]) != len(ours[1]):
+        return False
+    return all(
+        theirs == mine or any(_PLACEHOLDER.match(token) for token in theirs)
+        for theirs, mine in zip(ncu[1], ours[1], strict=True)
+    )
+
+
+def function_name(demangled: str) -> str:
+    """The bare function name: `void geom::tile_sums<32>(float2 const*, float*, int)` -> `tile_sums`."""
+    return canonical_signature(_normalized(demangled))[0].rsplit("::", 1)[-1].split("<", 1)[0]
 
 
 LIBRARY_PREFIXES = (

@@ -34,11 +34,13 @@ __all__ = [
 
 SOURCE_SECTION = "SourceCounters"
 
-# The three exports the counter pass reads, by the file name a recorded profile keeps them under.
+# The three exports the counter pass reads, by the file name a recorded profile keeps them under. Kernels
+# are named by their mangled names on every page, the one form the tracer and ncu print alike.
+_MANGLED = ("--print-kernel-base", "mangled")
 EXPORTS = {
-    "raw.csv": ("raw", "--print-units", "base"),
-    "source_cuda_sass.csv": ("source", "--print-source", "cuda,sass"),
-    "source_sass.csv": ("source", "--print-source", "sass"),
+    "raw.csv": ("raw", "--print-units", "base", *_MANGLED),
+    "source_cuda_sass.csv": ("source", "--print-source", "cuda,sass", *_MANGLED),
+    "source_sass.csv": ("source", "--print-source", "sass", *_MANGLED),
 }
 
 

@@ -14,6 +14,7 @@ Two exports of the same report are joined by instruction address:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -25,11 +26,19 @@ __all__ = [
     "NO_LINE_INFO_MARKER",
     "SourceLine",
     "join_source_views",
+    "kernels_without_line_info",
     "parse_cuda_sass_view",
     "parse_sass_view",
 ]
 
 NO_LINE_INFO_MARKER = "No lineinfo available"
+_NO_LINE_INFO = re.compile(NO_LINE_INFO_MARKER + r" to show CUDA-C source related to '([^']+)'")
+
+
+def kernels_without_line_info(text: str) -> set[str]:
+    """The kernels the CUDA source view has no lines for: ncu leaves them out and only warns
+    ``==WARNING== No lineinfo available to show CUDA-C source related to 'transpose_tiled'.``"""
+    return set(_NO_LINE_INFO.findall(text))
 
 
 def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:

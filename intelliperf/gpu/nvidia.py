@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from accordo.build import cached_library, native_library
 from accordo.trace import KernelLaunch, run_traced
 from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
@@ -43,6 +44,17 @@ class NvidiaBackend(GpuBackend):
         if self._device is None:
             self._device = query_device()
         return self._device
+
+    def setup_needed(self) -> str | None:
+        if cached_library() is not None:
+            return None
+        return (
+            "building Accordo's CUPTI library, once per version and toolchain "
+            "(`intelliperf prepare` builds it ahead)"
+        )
+
+    def setup(self) -> None:
+        native_library()
 
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
         run = run_traced(list(argv), cwd=cwd, timeout_s=timeout_s)

@@ -9,9 +9,14 @@ from typing import TypeVar
 
 from formulas.base import KernelProfile, SourceRow
 from intelliperf.contract import DeviceInfo, RankedKernel
-from intelliperf.gpu.kernel_names import same_kernel
+from intelliperf.gpu.kernel_names import function_name, same_kernel
 from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
-from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
+from intelliperf.gpu.ncu_source import (
+    join_source_views,
+    kernels_without_line_info,
+    parse_cuda_sass_view,
+    parse_sass_view,
+)
 
 __all__ = ["build_profiles", "device_from_raw", "read_sources"]
 
@@ -73,7 +78,9 @@ def build_profiles(
     for entry in parse_raw_csv(raw_csv):
         raw.setdefault(entry.name, entry)
     instructions = parse_sass_view(sass_csv)
-    source = join_source_views(parse_cuda_sass_view(cuda_sass_csv), instructions)
+    structure = parse_cuda_sass_view(cuda_sass_csv)
+    source = join_source_views(structure, instructions)
+    without_lines = kernels_without_line_info(cuda_sass_csv)
     profiles = {}
     for kernel in kernels:
         entry = _lookup(raw, kernel)
@@ -91,15 +98,30 @@ def build_profiles(
             launches=kernel.launches,
             total_ns=kernel.total_ns,
             arch=arch,
+            source_page=_lookup(structure, kernel) is not None or _named(without_lines, kernel),
         )
     return profiles
 
 
 def _lookup(by_ncu_name: Mapping[str, T], kernel: RankedKernel) -> T | None:
+    """The entry for ``kernel``: by its mangled name (the pages the counter pass exports), else by
+    signature (pages recorded with ncu's demangling)."""
+    if kernel.name in by_ncu_name:
+        return by_ncu_name[kernel.name]
     for name, value in by_ncu_name.items():
         if same_kernel(name, kernel.name, kernel.demangled):
             return value
     return None
+
+
+def _named(names: set[str], kernel: RankedKernel) -> bool:
+    """Whether one of ``names`` (as ncu's warnings give them: mangled or the bare function name) is
+    ``kernel``."""
+    return any(
+        name in (kernel.name, function_name(kernel.demangled))
+        or same_kernel(name, kernel.name, kernel.demangled)
+        for name in names
+    )
 
 
 def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:
