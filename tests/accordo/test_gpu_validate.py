@@ -21,7 +21,14 @@ EXAMPLES = ROOT / "examples"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())
 MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 # AoS to SoA is a data-layout change, not a kernel rewrite: the kernel is given other input bytes.
-EXAMPLE_FAILURE = {"aos_field": "input_mismatch"}
+EXAMPLE_FAILURE = {
+    "aos_field": "input_mismatch",
+    # The fix adds each tile up in another order (warp shuffles), so its sums differ from the original's
+    # within tolerance; the next iteration's launch then starts from those sums in its output buffer, and
+    # Accordo requires every before-state to be byte-identical. A known limit of the judge: before-states
+    # that are earlier launches' within-tolerance outputs are not yet told apart from different inputs.
+    "tile_sums": "input_mismatch",
+}
 
 pytestmark = pytest.mark.gpu
 
