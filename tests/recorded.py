@@ -8,7 +8,7 @@ from pathlib import Path
 from benchmarks.diagnose import is_kernel
 from benchmarks.diagnose import marker_line as marker_in
 from formulas.base import KernelProfile
-from intelliperf.contract import Application, JobSpec, Report
+from intelliperf.contract import Application, JobSpec, RankedKernel, Report
 from intelliperf.engine.diagnose import run_diagnosis
 from intelliperf.gpu.replay import ReplayBackend
 
@@ -17,6 +17,14 @@ RECORDED = ROOT / "tests" / "fixtures" / "gpu"
 EXAMPLES = ROOT / "examples"
 MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 BY_NAME = {example["name"]: example for example in MANIFEST}
+
+
+def is_main(kernel: RankedKernel, example: dict) -> bool:
+    """The example's main kernel: the instantiation its manifest names as `main` (a mangled name, where the
+    kernel is a template with several instantiations), else its kernel by function name."""
+    if "main" in example:
+        return kernel.name == example["main"]
+    return is_kernel(kernel.demangled, example["kernel"])
 
 
 def replay(name: str, variant: str = "original", formula: str = "diagnoseOnly", **spec: object) -> Report:
@@ -31,7 +39,7 @@ def main_profile(name: str, variant: str = "original") -> KernelProfile:
 
     kernels = rank_kernels(backend.time_kernels([], cwd=EXAMPLES / name, timeout_s=1).kernels)
     profiles = backend.collect([], cwd=EXAMPLES / name, kernels=kernels, metrics=[], timeout_s=1)
-    kernel = next(k for k in kernels if is_kernel(k.demangled, BY_NAME[name]["kernel"]))
+    kernel = next(k for k in kernels if is_main(k, BY_NAME[name]))
     return profiles[kernel.name]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recorded import MANIFEST, is_kernel, main_profile, marker_line, replay
+from tests.recorded import MANIFEST, is_kernel, is_main, main_profile, marker_line, replay
 
 BOTTLENECKED = [e["name"] for e in MANIFEST if e["formula"]]
 CONTROLS = [e["name"] for e in MANIFEST if not e["formula"]]
@@ -17,8 +17,10 @@ def test_auto_selects_the_known_bottleneck_and_line(name: str) -> None:
     assert report.selected is not None
     assert report.selected.formula == example["formula"]
     kernel = next(k for k in report.kernels if k.name == report.selected.kernel)
-    hottest_own = next(k for k in report.kernels if not k.library)  # torch_model: cuBLAS is hotter
-    assert kernel == hottest_own and is_kernel(kernel.demangled, example["kernel"])
+    main = next(
+        k for k in report.kernels if not k.library and is_main(k, example)
+    )  # torch_model: cuBLAS is hotter
+    assert kernel == main and is_kernel(kernel.demangled, example["kernel"])
     diagnosis = next(
         d for d in report.diagnoses if d.kernel == kernel.name and d.formula == example["formula"]
     )
@@ -33,7 +35,7 @@ def test_auto_selects_the_known_bottleneck_and_line(name: str) -> None:
 def test_only_the_known_formula_fires_on_the_main_kernel(name: str) -> None:
     example = next(e for e in MANIFEST if e["name"] == name)
     report = replay(name)
-    main = next(k for k in report.kernels if not k.library).name
+    main = next(k for k in report.kernels if not k.library and is_main(k, example)).name
     present = {d.formula for d in report.diagnoses if d.kernel == main and d.present}
     assert present == {example["formula"]}
 
