@@ -119,8 +119,9 @@ def regions_verdict(report: Report, example: dict, variant: str) -> bool | None:
     return hottest is not None and hottest.line == want
 
 
-def kernel_median_ns(report: Report, example: dict) -> float | None:
-    return next((k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])), None)
+def example_kernels_ns(report: Report, example: dict) -> dict[str, float]:
+    """Median time of each of the example's kernels (a template's instantiations), hottest first."""
+    return {k.name: k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])}
 
 
 def measure(example: dict, variant: str, repeats: int, record: Path | None) -> dict:
@@ -145,11 +146,10 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
     selected = report.selected
     chosen = report.selected_diagnosis
     estimated = chosen.estimated_saving_fraction if chosen is not None else None
+    medians = example_kernels_ns(report, example)
     return {
-        "kernel_median_ns": kernel_median_ns(report, example),
-        "example_kernels_ns": {
-            k.name: k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])
-        },
+        "kernel_median_ns": next(iter(medians.values()), None),
+        "example_kernels_ns": medians,
         "selected_kernel": selected.kernel if selected else None,
         "estimated_saving": estimated,
         "undecided": sorted({d.formula for d in report.diagnoses if not d.decided}),
@@ -181,10 +181,8 @@ def savings(rows: list[dict]) -> dict[str, list[dict]]:
         if row["expected_formula"] is None or after is None:
             continue
         before_ns, after_ns = row["kernel_median_ns"], after["kernel_median_ns"]
-        if row.get("selected_kernel") in row.get(
-            "example_kernels_ns", {}
-        ):  # the instantiation that was chosen
-            chosen = row["selected_kernel"]
+        chosen = row.get("selected_kernel")
+        if chosen in row.get("example_kernels_ns", {}):  # the instantiation that was chosen, in both runs
             before_ns, after_ns = row["example_kernels_ns"][chosen], after["example_kernels_ns"].get(chosen)
         measured = 1 - after_ns / before_ns if before_ns and after_ns else None
         by_formula.setdefault(row["expected_formula"], []).append(
@@ -240,7 +238,6 @@ def main() -> int:
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
     manifest = json.loads((EXAMPLES / "examples.json").read_text())
     rows = [row for earlier in args.rows_from for row in json.loads(earlier.read_text())["examples"]]
-    device = None
     for example in manifest:
         if args.only and example["name"] not in args.only.split(","):
             continue

@@ -296,7 +296,6 @@ def validate(
         if not reference_cmd or not candidate_cmd:
             raise SpecError("--reference and --candidate must not be empty")
         check_writable(output_file, "-o/--output_file")
-        _build_native_library()
         result = run_validation(
             kernel,
             reference_cmd,
@@ -304,6 +303,7 @@ def validate(
             cwd=cwd,
             options=options,
             progress=lambda message: stderr.print(f"… {message}", highlight=False),
+            library=_build_native_library(),
         )
     except IntelliPerfError as error:
         raise _fail(error) from None
@@ -317,17 +317,19 @@ def validate(
         raise typer.Exit(code=1)
 
 
-def _build_native_library() -> None:
-    """Build Accordo's CUPTI library now, saying so, when this version and toolchain have none yet."""
+def _build_native_library() -> Path:
+    """Accordo's CUPTI library, built now (and said so) when this version and toolchain have none yet."""
     from accordo.build import cached_library, native_library
 
-    if cached_library() is None:
+    library = cached_library()
+    if library is None:
         stderr.print(
             "… building Accordo's CUPTI library (once per version and toolchain, about 15 s; "
             "`intelliperf prepare` builds it ahead)",
             highlight=False,
         )
-        native_library()
+        library = native_library()
+    return library
 
 
 @app.command(
@@ -335,13 +337,11 @@ def _build_native_library() -> None:
     "image runs this when it is built, so no job pays for it."
 )
 def prepare() -> None:
-    from accordo.build import native_library
-
     try:
-        _build_native_library()
-        stdout.print(f"Accordo's CUPTI library: {native_library()}", highlight=False)
+        library = _build_native_library()
     except IntelliPerfError as error:
         raise _fail(error) from None
+    stdout.print(f"Accordo's CUPTI library: {library}", highlight=False)
 
 
 @app.command(help="Print the JSON Schema of the job spec or of the report.")
