@@ -114,18 +114,25 @@ def _build_command(cxx: str, build_dir: Path, out: Path, home: Path) -> list[str
     return cmd
 
 
-def _target() -> Path:
+def _toolchain() -> tuple[Path, str, list[Path], Path]:
+    """(CUDA home, C++ compiler, sources, where the library built from them with that toolchain is cached)."""
     home = cuda_home()
     cxx = _compiler()
     _check_cuda(home)
-    return _cache_root() / _build_key(_sources(), _compiler_version(cxx), home) / LIBRARY_NAME
+    sources = _sources()
+    return (
+        home,
+        cxx,
+        sources,
+        _cache_root() / _build_key(sources, _compiler_version(cxx), home) / LIBRARY_NAME,
+    )
 
 
 def cached_library() -> Path | None:
     """The built library for these sources and this toolchain, or None when the next use must build it
     (about 15 s; `intelliperf prepare` builds it ahead). Raises as native_library does when the compiler
     or CUDA's headers are missing."""
-    target = _target()
+    target = _toolchain()[3]
     return target if target.is_file() else None
 
 
@@ -135,10 +142,10 @@ def native_library(force: bool = False) -> Path:
     Raises ToolMissingError when the compiler or CUDA's headers/CUPTI are missing and NativeBuildError
     (with the compiler's output) when compilation fails. ``force`` rebuilds even if a build is cached.
     """
-    target = _target()
+    home, cxx, sources, target = _toolchain()
     if target.is_file() and not force:
         return target
-    home, cxx, sources, target_dir = cuda_home(), _compiler(), _sources(), target.parent
+    target_dir = target.parent
 
     try:
         target_dir.mkdir(parents=True, exist_ok=True)

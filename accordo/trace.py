@@ -255,7 +255,7 @@ def run_app(
     """Run ``cmd`` in its own process group with the full environment ``env`` (Triton's kernel cache moved
     into ``cwd``: ``intelliperf.process.with_jit_cache``); on timeout kill the group.
 
-        Raises AppError when the program or the working directory does not exist or cannot be executed.
+    Raises AppError when the program or the working directory does not exist or cannot be executed.
     """
     if not cmd:
         raise AppError("no command to run")

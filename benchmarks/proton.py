@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from intelliperf.gpu.proton import RUNNER, _metrics, read_profile  # noqa: E402
+from intelliperf.gpu.proton import RUNNER, read_profile, scope_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 METRICS = ("gpu__time_duration.sum", "smsp__warps_active.sum")
@@ -72,7 +72,7 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
     instrumented = ncu_launches(["python3", str(RUNNER), str(out), kernel, "--", *program], kernel, folder)
     profile = read_profile(out.with_suffix(".hatchet"), out.with_suffix(".json"), folder)
     hatchet = json.loads(out.with_suffix(".hatchet").read_text())
-    whole = float(_metrics(hatchet[0], kernel)["kernel"]["cycles"])  # summed over warps and launches
+    whole = float(scope_metrics(hatchet[0], kernel)["kernel"]["cycles"])  # summed over warps and launches
     plain_ns = statistics.median(x["gpu__time_duration.sum"] for x in plain)
     instrumented_ns = statistics.median(x["gpu__time_duration.sum"] for x in instrumented)
     resident = sum(x["smsp__warps_active.sum"] for x in instrumented)

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-__all__ = ["JIT_CACHE", "Completed", "clear_jit_cache", "describe_exit", "run_process", "with_jit_cache"]
+__all__ = [
+    "JIT_CACHE",
+    "Completed",
+    "clear_jit_cache",
+    "describe_exit",
+    "is_python_command",
+    "run_process",
+    "with_jit_cache",
+]
 
 JIT_CACHE = ".triton-cache"
 """Where an application run in a copy of the project keeps the kernels Triton compiles: in that copy. The
@@ -38,6 +46,15 @@ class Completed:
     @property
     def output(self) -> str:
         return self.stdout + ("\n" + self.stderr if self.stderr else "")
+
+
+def is_python_command(command: Sequence[str]) -> bool:
+    """A Python application (`python3 app.py`, `python3 -m pkg`, `./app.py`): Triton and PyTorch compile its
+    kernels when it runs, so a rewrite needs no build step, and Proton can run it."""
+    if not command:
+        return False
+    program = Path(command[0]).name
+    return program.startswith("python") or program.endswith(".py")
 
 
 def with_jit_cache(env: Mapping[str, str], cwd: str | os.PathLike[str] | None) -> dict[str, str]:

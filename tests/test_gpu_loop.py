@@ -25,23 +25,28 @@ PYTHONPATH = os.environ.get("PYTHONPATH", "")
 pytestmark = pytest.mark.gpu
 
 
+def run_scripted(server: ScriptedLLM, *args: str) -> subprocess.CompletedProcess[str]:
+    """`intelliperf run` with the scripted model at ``server`` and the given options and command."""
+    return subprocess.run(
+        [sys.executable, "-m", "intelliperf", "run", "-m", "scripted", "--api_base", server.api_base, *args],
+        cwd=ROOT,
+        env={**os.environ, "LLM_GATEWAY_KEY": KEY, "PYTHONPATH": f"{ROOT}{os.pathsep}{PYTHONPATH}"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
 def test_feedback_reaches_the_model_and_the_fix_is_written_back(tmp_path: Path) -> None:
     project = tmp_path / FEEDBACK_EXAMPLE
     shutil.copytree(ROOT / "examples" / FEEDBACK_EXAMPLE, project, ignore=shutil.ignore_patterns("bin"))
     source, _, fixed = fixed_source(FEEDBACK_EXAMPLE)
     with ScriptedLLM(feedback_script(), key=KEY) as server:
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "intelliperf", "run", "-f", "bankConflict", "-b", "make",
-                "-p", str(project), "-m", "scripted", "--api_base", server.api_base, "--num_attempts", "6",
-                "-l", "-o", str(tmp_path / "report.json"), "--summary_file", str(tmp_path / "summary.md"),
-                "--", "./bin/transpose", "20",
-            ],
-            cwd=ROOT,
-            env={**os.environ, "LLM_GATEWAY_KEY": KEY, "PYTHONPATH": f"{ROOT}{os.pathsep}{PYTHONPATH}"},
-            capture_output=True,
-            text=True,
-            timeout=900,
+        done = run_scripted(
+            server,
+            "-f", "bankConflict", "-b", "make", "-p", str(project), "--num_attempts", "6", "-l",
+            "-o", str(tmp_path / "report.json"), "--summary_file", str(tmp_path / "summary.md"),
+            "--", "./bin/transpose", "20",
         )  # fmt: skip
         prompts = [request["messages"][-1]["content"] for request in server.requests]
     assert done.returncode == 0, done.stderr
@@ -73,17 +78,10 @@ def test_a_pytorch_model_gets_its_triton_kernel_rewritten_without_a_build(tmp_pa
     shutil.copytree(ROOT / "examples" / "torch_model", project)
     source, _, fixed = fixed_source("torch_model")
     with ScriptedLLM([known_fix("torch_model")], key=KEY) as server:
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "intelliperf", "run", "-f", "auto", "-p", str(project),
-                "-m", "scripted", "--api_base", server.api_base, "--num_attempts", "1",
-                "-o", str(tmp_path / "report.json"), "--", "./model.py", "3",
-            ],
-            cwd=ROOT,
-            env={**os.environ, "LLM_GATEWAY_KEY": KEY, "PYTHONPATH": f"{ROOT}{os.pathsep}{PYTHONPATH}"},
-            capture_output=True,
-            text=True,
-            timeout=900,
+        done = run_scripted(
+            server,
+            "-f", "auto", "-p", str(project), "--num_attempts", "1", "-o", str(tmp_path / "report.json"),
+            "--", "./model.py", "3",
         )  # fmt: skip
         prompt = "\n".join(message["content"] for message in server.requests[0]["messages"])
     assert done.returncode == 0, done.stderr

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from intelliperf.errors import BuildError, tail
 from intelliperf.process import describe_exit, run_process
 
-__all__ = ["compiles_at_run_time", "run_build"]
+__all__ = ["run_build"]
 
 
 def run_build(command: str, *, cwd: Path, timeout_s: float) -> float:
@@ -22,12 +21,3 @@ def run_build(command: str, *, cwd: Path, timeout_s: float) -> float:
             hint="fix the build, or check -b/--build_command and -p/--project_directory",
         )
     return result.seconds
-
-
-def compiles_at_run_time(command: Sequence[str]) -> bool:
-    """A Python application (Triton, PyTorch): its kernels are compiled when it runs, so a rewrite needs no
-    build step."""
-    if not command:
-        return False
-    program = Path(command[0]).name
-    return program.startswith("python") or program.endswith(".py")

@@ -11,13 +11,13 @@ from formulas.base import Formula, KernelProfile
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
-from intelliperf.engine.build import compiles_at_run_time, run_build
+from intelliperf.engine.build import run_build
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.gpu.kernel_names import canonical_signature
-from intelliperf.gpu.replay import ReplayBackend
+from intelliperf.process import is_python_command
 from intelliperf.settings import get_settings
 
 __all__ = [
@@ -80,7 +80,7 @@ def triton_kernel(command: list[str], top: list[RankedKernel], selected: str | N
     """The Triton kernel to profile inside: the selected kernel, else the hottest profiled one (``top``, the
     project's kernels from targets_of), when the application is a Python program and that kernel's name
     is a bare function name (a CUDA C++ kernel's demangled name carries its parameters)."""
-    if not compiles_at_run_time(command):
+    if not is_python_command(command):
         return None
     chosen = next((k for k in top if k.name == selected), top[0] if top else None)
     return None if chosen is None or "(" in chosen.demangled else chosen
@@ -191,7 +191,7 @@ def diagnose_in(
         raise SpecError("run_diagnosis takes one application; call it once per application")
     app = spec.applications[0]
     formulas = formulas_for(spec.formula)
-    recorded = isinstance(backend, ReplayBackend)  # --replay: say what is read, not what would run
+    recorded = backend.recorded  # --replay: say what is read, not what would run
     progress.start("device", "reading the recorded device" if recorded else "looking for the GPU")
     device = backend.device()
     progress.done("device", f"{device.name} ({device.arch})" + (", as recorded" if recorded else ""))

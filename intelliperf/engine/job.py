@@ -14,7 +14,6 @@ from pathlib import Path
 from formulas.base import Formula
 from formulas.registry import get
 from intelliperf.contract import BestResult, JobSpec, Optimization, Report
-from intelliperf.engine.build import compiles_at_run_time
 from intelliperf.engine.candidate import CandidateTree, Target
 from intelliperf.engine.diagnose import Diagnosed, diagnose_in
 from intelliperf.engine.judge import AccordoJudge, Judge, options_for
@@ -24,6 +23,7 @@ from intelliperf.engine.workspace import copy_workspace, workspace, write_back
 from intelliperf.errors import SpecError
 from intelliperf.gpu.backend import GpuBackend
 from intelliperf.llm.proposer import Proposer
+from intelliperf.process import is_python_command
 from intelliperf.settings import get_settings
 
 __all__ = ["JudgeFactory", "check_optimizable", "run_job"]
@@ -40,7 +40,7 @@ def check_optimizable(spec: JobSpec) -> None:
     application is a Python program that compiles its kernels when it runs."""
     if spec.formula == "diagnoseOnly" or spec.instrument_command or spec.build_command:
         return
-    if not compiles_at_run_time(spec.applications[0].command):
+    if not is_python_command(spec.applications[0].command):
         raise SpecError(
             "the optimization loop rebuilds the rewritten kernel: give -b/--build_command",
             hint="or diagnose only with -f diagnoseOnly (Python applications need no build command)",

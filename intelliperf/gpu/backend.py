@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from accordo.trace import KernelStats
 from formulas.base import KernelProfile
@@ -47,6 +48,9 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
 
 
 class GpuBackend(ABC):
+    recorded: ClassVar[bool] = False
+    """Whether the passes read a recording instead of running (progress then says what is read)."""
+
     @abstractmethod
     def device(self) -> DeviceInfo: ...
 

@@ -104,7 +104,7 @@ def same_kernel(ncu_name: str, mangled: str, demangled: str) -> bool:
 
 def function_name(demangled: str) -> str:
     """The bare function name: `void geom::tile_sums<32>(float2 const*, float*, int)` -> `tile_sums`."""
-    return canonical_signature(_normalized(demangled))[0].rsplit("::", 1)[-1].split("<", 1)[0]
+    return canonical_signature(_normalized(demangled))[0].split("<", 1)[0].rsplit("::", 1)[-1]
 
 
 LIBRARY_PREFIXES = (

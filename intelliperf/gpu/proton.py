@@ -14,9 +14,9 @@ from pathlib import Path
 
 from intelliperf.contract import IntraKernelProfile, KernelRegion
 from intelliperf.errors import ProfileError, tail
-from intelliperf.process import describe_exit, run_process, with_jit_cache
+from intelliperf.process import describe_exit, is_python_command, run_process, with_jit_cache
 
-__all__ = ["HATCHET", "META", "RUNNER", "python_program", "read_profile", "run_regions"]
+__all__ = ["HATCHET", "META", "RUNNER", "python_program", "read_profile", "run_regions", "scope_metrics"]
 
 RUNNER = Path(__file__).with_name("proton_runner.py")
 HATCHET, META = "proton.hatchet", "proton.json"  # the names a recording keeps them under
@@ -28,6 +28,11 @@ def python_program(argv: Sequence[str], cwd: Path) -> tuple[list[str], list[str]
     argv = list(argv)
     if not argv:
         raise ProfileError("no command to profile")
+    if not is_python_command(argv):
+        raise ProfileError(
+            f"`{shlex.join(argv)}` is not a Python program, so Proton cannot run it",
+            hint="Proton profiles Triton kernels of Python applications (python3 app.py or ./app.py)",
+        )
     if Path(argv[0]).name.startswith("python"):
         interpreter, rest = [argv[0]], argv[1:]
         while rest and rest[0].startswith("-") and rest[0] != "-m":
@@ -35,18 +40,13 @@ def python_program(argv: Sequence[str], cwd: Path) -> tuple[list[str], list[str]
         if not rest:
             raise ProfileError(f"`{shlex.join(argv)}` names no script or module for Proton to run")
         return interpreter, rest
-    if argv[0].endswith(".py"):
-        script = cwd / argv[0]
-        first = script.read_text(errors="replace").split("\n", 1)[0] if script.is_file() else ""
-        interpreter = shlex.split(first[2:]) if first.startswith("#!") else ["python3"]
-        return interpreter, argv
-    raise ProfileError(
-        f"`{shlex.join(argv)}` is not a Python program, so Proton cannot run it",
-        hint="Proton profiles Triton kernels of Python applications (python3 app.py or ./app.py)",
-    )
+    script = cwd / argv[0]
+    first = script.read_text(errors="replace").split("\n", 1)[0] if script.is_file() else ""
+    interpreter = shlex.split(first[2:]) if first.startswith("#!") else ["python3"]
+    return interpreter, argv
 
 
-def _metrics(tree: dict, kernel: str) -> dict[str, dict]:
+def scope_metrics(tree: dict, kernel: str) -> dict[str, dict]:
     """The metrics of every scope under the kernel's node, by scope name."""
     found: dict[str, dict] = {}
 
@@ -72,7 +72,7 @@ def read_profile(hatchet: Path, meta_file: Path, source_root: Path) -> IntraKern
         )
     document = json.loads(hatchet.read_text())
     tree, device = (document[0], document[1]) if isinstance(document, list) else (document, {})
-    metrics = _metrics(tree, kernel)
+    metrics = scope_metrics(tree, kernel)
     launches = max(int(meta.get("launches", 0)), 1)
     whole = metrics.get("kernel")
     if whole is None or not whole.get("cycles"):

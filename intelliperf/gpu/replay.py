@@ -27,6 +27,8 @@ class ReplayBackend(GpuBackend):
     passes as `cwd`, so localization shows the project's own code.
     """
 
+    recorded = True
+
     def __init__(self, folder: Path) -> None:
         missing = [name for name in REQUIRED if not (folder / name).is_file()]
         if missing:

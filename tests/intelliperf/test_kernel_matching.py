@@ -79,7 +79,7 @@ def test_ncus_demangling_is_matched_to_the_tracers() -> None:
     assert same_kernel("detail::normalize(const float *, float *, int, float)", "_Z1x", nested)
     assert not same_kernel("other::normalize(const float *, float *, int, float)", "_Z1x", nested)
     assert same_kernel("void k<(unsigned int)3>(float *)", "_Z1x", "void k<3u>(float*)")
-    assert function_name(ours) == "tile_sums"
+    assert function_name(ours) == "tile_sums" and function_name(lambda_ours) == "for_each_index"
 
 
 @pytest.mark.parametrize(

@@ -15,14 +15,13 @@ from accordo.capture import run_capture
 from accordo.trace import run_app
 from benchmarks.loop_scenarios import fixed_source, known_fix
 from intelliperf.contract import Application, JobSpec, LlmSettings
-from intelliperf.engine.build import compiles_at_run_time
 from intelliperf.engine.candidate import CandidateTree
 from intelliperf.engine.job import check_optimizable, run_job
 from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge
 from intelliperf.engine.workspace import copy_workspace, workspace
 from intelliperf.errors import ProfileError, SpecError
 from intelliperf.llm.proposer import DspyProposer
-from intelliperf.process import JIT_CACHE
+from intelliperf.process import JIT_CACHE, is_python_command
 from intelliperf.testing.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +39,7 @@ PRINT_ENV = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
     ],
 )
 def test_python_applications_compile_as_they_run(command: list[str], expected: bool) -> None:
-    assert compiles_at_run_time(command) is expected
+    assert is_python_command(command) is expected
 
 
 def test_the_loop_needs_a_build_command_only_for_compiled_applications() -> None:
