@@ -23,7 +23,6 @@ __all__ = [
     "KernelProfile",
     "MissingMetricError",
     "SourceRow",
-    "busiest_unit",
     "is_toolkit_file",
     "severity_for",
 ]
@@ -130,18 +129,6 @@ class KernelProfile:
         return [SourceLine(line=n, text=lines[n - 1], hot=n == line) for n in range(first, last + 1)]
 
 
-def busiest_unit(kernel: KernelProfile, utilization: Mapping[str, str]) -> tuple[float, str]:
-    """The busiest of the units whose utilization metrics (unit name -> percent metric) have a value, as
-    (fraction 0..1, unit name); raises MissingMetricError when none has one."""
-    measured = {
-        unit: value for unit, metric in utilization.items() if (value := kernel.optional(metric)) is not None
-    }
-    if not measured:
-        raise MissingMetricError(kernel.demangled or kernel.name, tuple(utilization.values()))
-    unit = max(measured, key=measured.__getitem__)
-    return measured[unit] / 100.0, unit
-
-
 TOOLKIT_MARKERS = ("/cuda/include/", "/cuda/targets/", "/cuda-", "/nvidia/cuda", "/site-packages/triton/")
 
 
@@ -166,6 +153,8 @@ class Formula(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]
+    units: ClassVar[tuple[str, ...]] = ()
+    """Memory units whose utilization the formula reads (formulas.throughput), beside `metrics`."""
     source_columns: ClassVar[tuple[str, ...]] = ()
     metric_label: ClassVar[str]
     """What `bottleneck_metric` measures, in words (shown with the values before and after)."""

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import KernelProfile, busiest_unit
+from formulas.base import KernelProfile
 from formulas.excess import ExcessShareFormula
+from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
-
-UTILIZATION = {
-    "DRAM": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "L2 cache": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-    "L1 cache": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
-}
 
 
 class MemoryAccess(ExcessShareFormula):
@@ -37,11 +32,11 @@ class MemoryAccess(ExcessShareFormula):
         "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
         "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
         "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-        *UTILIZATION.values(),
     )
+    units = UNITS
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
-        return busiest_unit(kernel, UTILIZATION)
+        return busiest_unit(kernel, self.units)
 
     def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
         numbers = {}

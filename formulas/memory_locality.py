@@ -23,12 +23,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula, Instruction, KernelProfile, SourceRow
+from formulas.throughput import busiest_unit
 from intelliperf.contract import Diagnosis
 
 IDEAL = "L2 Theoretical Sectors Global Ideal"
 FETCHED = "lts__t_sectors_srcunit_tex_op_read.sum"
 DRAM_READ = "dram__sectors_read.sum"
-L2_UTILIZATION = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 L1_LOAD_HIT = "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"
 L2_READ_HIT = "lts__t_sector_op_read_hit_rate.pct"
 BYTES_PER_SECTOR = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
@@ -48,11 +48,11 @@ class MemoryLocality(Formula):
     metrics: ClassVar[tuple[str, ...]] = (
         FETCHED,
         DRAM_READ,
-        L2_UTILIZATION,
         L1_LOAD_HIT,
         L2_READ_HIT,
         BYTES_PER_SECTOR,
     )
+    units = ("L2 cache",)
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
         return kernel.metric(FETCHED)
@@ -61,7 +61,7 @@ class MemoryLocality(Formula):
         ideal = kernel.instruction_total(IDEAL, is_global_load)
         fetched = kernel.metric(FETCHED)
         dram = kernel.metric(DRAM_READ)
-        busy = kernel.metric(L2_UTILIZATION) / 100.0
+        busy, _ = busiest_unit(kernel, self.units)
         numbers = {
             "ideal_load_sectors": ideal,
             "l2_sectors_fetched_by_l1": fetched,

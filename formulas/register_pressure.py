@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow, busiest_unit
-from formulas.memory_access import UTILIZATION
+from formulas.base import Formula, Instruction, KernelProfile, SourceRow
 from formulas.specs import facts_for
+from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
@@ -55,8 +55,8 @@ class RegisterPressure(Formula):
         REGISTERS,
         BLOCKS_BY_REGISTERS,
         ACHIEVED_OCCUPANCY,
-        *UTILIZATION.values(),
     )
+    units = UNITS
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
         return kernel.metric(LOCAL_LD) + kernel.metric(LOCAL_ST)
@@ -70,7 +70,7 @@ class RegisterPressure(Formula):
                 kernel, "the kernel moves no local memory (no spills, no local arrays)", numbers
             )
         share = local / (local + global_)
-        busy, unit = busiest_unit(kernel, UTILIZATION)
+        busy, unit = busiest_unit(kernel, self.units)
         saving = min(1.0, share * busy)
         numbers.update(local_share=round(share, 4), utilization=round(busy, 4))
         reasoning = (

@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from formulas.base import Formula
+from formulas.throughput import UNITS
 from intelliperf.errors import SpecError
 
 __all__ = ["BUILTIN_MODULES", "META_FORMULAS", "FormulaRegistrationError", "all_formulas", "get", "names"]
@@ -60,6 +61,9 @@ def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
     bad = [m for m in cls.metrics if not _METRIC_NAME.match(m)]
     if bad:
         raise FormulaRegistrationError(f"{name}: not Nsight Compute metric names: {bad}")
+    unknown = [unit for unit in cls.units if unit not in UNITS]
+    if unknown:
+        raise FormulaRegistrationError(f"{name}: unknown memory units {unknown}; known: {', '.join(UNITS)}")
     if not getattr(cls, "title", "") or not getattr(cls, "metric_label", ""):
         raise FormulaRegistrationError(f"{name}: title and metric_label must be set")
 

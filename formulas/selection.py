@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from formulas.base import Formula
 from formulas.registry import all_formulas, get
+from formulas.throughput import throughput_metrics
 from intelliperf.contract import Diagnosis, RankedKernel, Selection
 
 __all__ = ["BASE_METRICS", "formulas_for", "metrics_for", "select"]
@@ -20,10 +21,12 @@ def formulas_for(requested: str) -> list[Formula]:
     return [get(requested)()]
 
 
-def metrics_for(formulas: Sequence[Formula]) -> list[str]:
+def metrics_for(formulas: Sequence[Formula], arch: str) -> list[str]:
+    """The metrics the formulas read on ``arch``: their own and their memory units' (formulas.throughput)."""
     wanted = dict.fromkeys(BASE_METRICS)
     for formula in formulas:
         wanted.update(dict.fromkeys(formula.metrics))
+        wanted.update(dict.fromkeys(throughput_metrics(formula.units, arch)))
     return list(wanted)
 
 

@@ -359,7 +359,8 @@ def formulas() -> None:
     from formulas.registry import all_formulas
 
     for name, cls in all_formulas().items():
-        stdout.print(f"[bold]{name}[/bold] — {cls.title}\n  metrics: {', '.join(cls.metrics)}")
+        units = f"\n  utilization of: {', '.join(cls.units)}" if cls.units else ""
+        stdout.print(f"[bold]{name}[/bold] — {cls.title}\n  metrics: {', '.join(cls.metrics)}{units}")
 
 
 @app.callback(invoke_without_command=True)

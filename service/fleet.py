@@ -62,9 +62,16 @@ class FleetCache:
         self._fleet: Fleet | None = None
         self._read_at = 0.0
 
-    def get(self, session: Session) -> Fleet:
+    def get(self, session: Session, *, fresh: bool = False) -> Fleet:
         with self._lock:
-            if self._fleet is None or time.monotonic() - self._read_at > self.ttl_s:
+            if fresh or self._fleet is None or time.monotonic() - self._read_at > self.ttl_s:
                 self._fleet = fleet_of(session, self.worker_stale_s)
                 self._read_at = time.monotonic()
             return self._fleet
+
+    def refusal(self, session: Session, queue: str) -> str | None:
+        """Why a job for ``queue`` would never run, or None. A refusal from the cached fleet is checked
+        against a fresh read first: a worker that registered within the cache's lifetime serves it."""
+        if self.get(session).refusal(queue) is None:
+            return None
+        return self.get(session, fresh=True).refusal(queue)

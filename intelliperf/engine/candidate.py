@@ -111,7 +111,7 @@ def _measure_metric(target: Target, tree: CandidateTree, backend: GpuBackend) ->
         target.command,
         cwd=tree.root,
         kernels=[target.kernel],
-        metrics=metrics_for([target.formula]),
+        metrics=metrics_for([target.formula], backend.device().arch),
         timeout_s=target.counters_timeout_s,
     )
     profile = profiles.get(target.kernel.name)

@@ -221,7 +221,7 @@ def diagnose_in(
     shown = sorted({k.name: k for k in [*matched[: spec.top_n], *top]}.values(), key=lambda k: k.rank)
     warnings.extend(note for note in (library_note(shown), minor_note(shown, top)) if note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
-    metrics = metrics_for(formulas)
+    metrics = metrics_for(formulas, device.arch)
     what = "the recorded Nsight Compute exports for" if recorded else "Nsight Compute on"
     progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} metrics + source")
     started = time.perf_counter()

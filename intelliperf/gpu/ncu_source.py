@@ -1,15 +1,15 @@
 """Per-source-line counters from Nsight Compute's source page.
 
-Two exports of the same report are joined by instruction address:
-
 - ``--page source --print-source cuda,sass``: for each kernel, blocks of ``File Path`` /
   ``Function Name`` / a header, then each CUDA source line followed by the SASS instructions
-  attributed to it. An instruction can be listed under several lines (an inlined atomicAdd sits
-  under its toolkit header line and again under the call site), so this view gives the
-  line-to-instruction structure only (its first four columns).
+  attributed to it, each with every per-instruction metric. An instruction can be listed under
+  several lines (an inlined atomicAdd sits under its toolkit header line and again under the call
+  site), with the same values each time, so the kernel's instructions are its distinct addresses
+  (`instructions_from_cuda_sass`): counted once, totals are not doubled.
 - ``--page source --print-source sass``: for each kernel, a ``Kernel Name`` row, a header and one
-  row per instruction with every per-instruction metric, each instruction once: the kernel's
-  totals come from here, without double counting.
+  row per instruction. Only needed for kernels without line info, which the CUDA view leaves out.
+
+The two are joined by instruction address.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from intelliperf.gpu.ncu import csv_rows, parse_number
 __all__ = [
     "NO_LINE_INFO_MARKER",
     "SourceLine",
+    "instructions_from_cuda_sass",
     "join_source_views",
     "kernels_without_line_info",
     "parse_cuda_sass_view",
@@ -55,13 +56,39 @@ def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:
         elif row[0] == "Address":
             header = row
         elif current is not None and header and row[0].startswith("0x"):
-            metrics = {}
-            for name, value in zip(header[2:], row[2:], strict=False):
-                number = parse_number(value)
-                if number is not None:
-                    metrics[name] = number
+            metrics = _numbers(header[2:], row[2:])
             current[row[0]] = Instruction(address=row[0], sass=row[1].strip(), metrics=metrics)
     return kernels
+
+
+def instructions_from_cuda_sass(text: str) -> dict[str, dict[str, Instruction]]:
+    """Kernel name -> instruction address -> instruction, from the CUDA+SASS view: each distinct address
+    once, with the metrics of its first listing (every listing of an address carries the same values)."""
+    kernels: dict[str, dict[str, Instruction]] = {}
+    current: dict[str, Instruction] | None = None
+    header: list[str] = []
+    for row in csv_rows(text):
+        if not row:
+            continue
+        if row[0] == "Function Name" and len(row) >= 2:
+            current, header = kernels.setdefault(row[1], {}), []
+        elif row[0] == "Line No":
+            header = row
+        elif current is not None and header and row[0] == "" and len(row) >= 4 and row[2].startswith("0x"):
+            address = row[2]
+            if address not in current:
+                metrics = _numbers(header[4:], row[4:])
+                current[address] = Instruction(address=address, sass=row[3].strip(), metrics=metrics)
+    return kernels
+
+
+def _numbers(names: list[str], values: list[str]) -> dict[str, float]:
+    numbers = {}
+    for name, value in zip(names, values, strict=False):
+        number = parse_number(value)
+        if number is not None:
+            numbers[name] = number
+    return numbers
 
 
 @dataclass

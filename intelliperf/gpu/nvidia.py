@@ -15,7 +15,8 @@ from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
-from intelliperf.gpu.ncu import EXPORTS, export_page, run_ncu
+from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, run_ncu
+from intelliperf.gpu.ncu_source import kernels_without_line_info
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
 from intelliperf.gpu.proton import run_regions
 from intelliperf.settings import Settings, get_settings
@@ -83,23 +84,33 @@ class NvidiaBackend(GpuBackend):
                 workdir=Path(tmp),
                 timeout_s=timeout_s,
             )
-            with ThreadPoolExecutor(max_workers=len(EXPORTS)) as pool:
+            # The SASS page only where the source page leaves kernels out (built without -lineinfo).
+            wanted = [RAW_PAGE, SASS_PAGE] if kernels_without_line_info(run.log) else [RAW_PAGE]
+            with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
                 futures = {
                     name: pool.submit(
-                        export_page, ncu, run.report, page, *extra, timeout_s=self.settings.export_timeout_s
+                        export_page,
+                        ncu,
+                        run.report,
+                        *EXPORTS[name],
+                        timeout_s=self.settings.export_timeout_s,
                     )
-                    for name, (page, *extra) in EXPORTS.items()
+                    for name in wanted
                 }
-                texts = {name: future.result() for name, future in futures.items()}
+                texts = {LOG_FILE: run.log, **{name: future.result() for name, future in futures.items()}}
         if self.record is not None:
             self.record.mkdir(parents=True, exist_ok=True)
-            for name, text in texts.items():
-                (self.record / name).write_text(text)
-        self._device = device_from_raw(texts["raw.csv"], self.device())
+            for name in (LOG_FILE, *EXPORTS):
+                path = self.record / name
+                if name in texts:
+                    path.write_text(texts[name])
+                else:
+                    path.unlink(missing_ok=True)  # a stale page from an earlier recording would be read
+        self._device = device_from_raw(texts[RAW_PAGE], self.device())
         return build_profiles(
-            texts["raw.csv"],
-            texts["source_cuda_sass.csv"],
-            texts["source_sass.csv"],
+            texts[RAW_PAGE],
+            texts[LOG_FILE],
+            texts.get(SASS_PAGE),
             kernels,
             arch=self._device.arch,
             resolve=None,

@@ -1,4 +1,4 @@
-"""Turn the counter pass's three exports into one KernelProfile per kernel."""
+"""Turn the counter pass's pages into one KernelProfile per kernel."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from intelliperf.contract import DeviceInfo, RankedKernel
 from intelliperf.gpu.kernel_names import function_name, same_kernel
 from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
 from intelliperf.gpu.ncu_source import (
+    instructions_from_cuda_sass,
     join_source_views,
     kernels_without_line_info,
     parse_cuda_sass_view,
@@ -67,17 +68,23 @@ def _rehome(rows: Sequence[SourceRow], resolve: Path | None) -> list[SourceRow]:
 def build_profiles(
     raw_csv: str,
     cuda_sass_csv: str,
-    sass_csv: str,
+    sass_csv: str | None,
     kernels: Sequence[RankedKernel],
     *,
     arch: str,
     resolve: Path | None = None,
 ) -> dict[str, KernelProfile]:
-    """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts."""
+    """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts.
+
+    Instructions come from the CUDA+SASS page; the SASS page, exported only when some kernel has no line
+    info, adds the kernels that page leaves out."""
     raw: dict[str, RawKernel] = {}
     for entry in parse_raw_csv(raw_csv):
         raw.setdefault(entry.name, entry)
-    instructions = parse_sass_view(sass_csv)
+    instructions = {
+        **(parse_sass_view(sass_csv) if sass_csv is not None else {}),
+        **instructions_from_cuda_sass(cuda_sass_csv),
+    }
     structure = parse_cuda_sass_view(cuda_sass_csv)
     source = join_source_views(structure, instructions)
     without_lines = kernels_without_line_info(cuda_sass_csv)

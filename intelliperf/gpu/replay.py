@@ -11,17 +11,18 @@ from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
-from intelliperf.gpu.ncu import EXPORTS
+from intelliperf.gpu.ncu import LOG_FILE, RAW_PAGE, SASS_PAGE
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
 from intelliperf.gpu.proton import HATCHET, META, read_profile
 
 __all__ = ["ReplayBackend"]
 
-REQUIRED = ("trace.jsonl", *EXPORTS)
+REQUIRED = ("trace.jsonl", RAW_PAGE, LOG_FILE)
 
 
 class ReplayBackend(GpuBackend):
-    """Serves a recorded folder: trace.jsonl, raw.csv, source_cuda_sass.csv, source_sass.csv, device.json.
+    """Serves a recorded folder: trace.jsonl, raw.csv, source_cuda_sass.csv, device.json, and source_sass.csv
+    where the recording has one.
 
     Source files named in the recording are looked up under the project directory the engine
     passes as `cwd`, so localization shows the project's own code.
@@ -45,7 +46,7 @@ class ReplayBackend(GpuBackend):
             if device_file.is_file()
             else DeviceInfo(name="recorded", arch="sm_90")
         )
-        return device_from_raw(self._text("raw.csv"), base)
+        return device_from_raw(self._text(RAW_PAGE), base)
 
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
         stats = summarize(read_trace(self.folder / "trace.jsonl"))
@@ -61,9 +62,9 @@ class ReplayBackend(GpuBackend):
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         return build_profiles(
-            self._text("raw.csv"),
-            self._text("source_cuda_sass.csv"),
-            self._text("source_sass.csv"),
+            self._text(RAW_PAGE),
+            self._text(LOG_FILE),
+            self._text(SASS_PAGE) if (self.folder / SASS_PAGE).is_file() else None,
             kernels,
             arch=self.device().arch,
             resolve=cwd,

@@ -74,10 +74,10 @@ def test_a_module_must_hold_exactly_one_formula() -> None:
 
 
 def test_metrics_are_the_union_without_duplicates() -> None:
-    metrics = metrics_for(formulas_for("auto"))
+    metrics = metrics_for(formulas_for("auto"), "sm_90")
     assert len(metrics) == len(set(metrics))
     assert "lts__t_sectors_op_red.max" in metrics and "gpu__time_duration.sum" in metrics
-    assert set(metrics_for(formulas_for("bankConflict"))) < set(metrics)
+    assert set(metrics_for(formulas_for("bankConflict"), "sm_90")) < set(metrics)
 
 
 def kernel(rank: int, name: str) -> RankedKernel:

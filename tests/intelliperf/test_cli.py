@@ -184,8 +184,10 @@ def test_no_line_info_is_exit_8_when_no_kernel_has_lines(tmp_path: Path) -> None
     (it then prints only 'No lineinfo available ...' warnings for the CUDA view)."""
     recording = tmp_path / "noline"
     recording.mkdir()
-    for name in ("trace.jsonl", "raw.csv", "source_sass.csv", "device.json"):
+    for name in ("trace.jsonl", "raw.csv", "device.json"):
         (recording / name).write_bytes((RECORDED / "transpose_bank" / "original" / name).read_bytes())
+    sass_page = RECORDED / "source_views" / "transpose_bank" / "source_sass.csv"
+    (recording / "source_sass.csv").write_bytes(sass_page.read_bytes())
     (recording / "source_cuda_sass.csv").write_text(
         "==WARNING== No lineinfo available to show CUDA-C source related to 'transpose_tiled'.\n"
     )

@@ -27,8 +27,9 @@ NO_LINES = RECORDED / "transpose_bank" / "nolineinfo_pages"
 
 def profiles_of(folder: Path):
     ranked = rank_kernels(summarize(read_trace(folder / "trace.jsonl")))
-    pages = [(folder / name).read_text() for name in ("raw.csv", "source_cuda_sass.csv", "source_sass.csv")]
-    return ranked, build_profiles(*pages, ranked, arch="sm_90", resolve=EXAMPLES / "tile_sums")
+    raw, cuda_sass = ((folder / name).read_text() for name in ("raw.csv", "source_cuda_sass.csv"))
+    sass = (folder / "source_sass.csv").read_text() if (folder / "source_sass.csv").is_file() else None
+    return ranked, build_profiles(raw, cuda_sass, sass, ranked, arch="sm_90", resolve=EXAMPLES / "tile_sums")
 
 
 @pytest.mark.parametrize("pages", ["original", "demangled"])
@@ -110,12 +111,9 @@ def test_a_kernel_the_source_page_does_not_name_is_diagnosed_without_lines_and_s
     needs per-instruction counters it lacks is undecided, never 'none found'."""
     recording = tmp_path / "unnamed"
     shutil.copytree(TILE_SUMS / "original", recording)
-    (recording / "source_cuda_sass.csv").write_text("")
-    (recording / "source_sass.csv").write_text(
-        (recording / "source_sass.csv")
-        .read_text()
-        .replace("_ZN4geom9tile_sumsILi32", "_ZN4geom9tile_sumsILi64")
-    )
+    page = recording / "source_cuda_sass.csv"
+    page.write_text(page.read_text().replace("_ZN4geom9tile_sumsILi32", "_ZN4geom9tile_sumsILi64"))
+    (recording / "source_sass.csv").unlink(missing_ok=True)
     spec = JobSpec(applications=[Application(command=["./bin/tile_sums"])], formula="diagnoseOnly")
     report = run_diagnosis(spec, backend=ReplayBackend(recording), project=EXAMPLES / "tile_sums")
     assert any("source page names no kernel that matches it" in w for w in report.warnings)

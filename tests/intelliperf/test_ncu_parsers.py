@@ -11,8 +11,10 @@ from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, 
 from tests.recorded import RECORDED
 
 TRANSPOSE = RECORDED / "transpose_bank" / "original"
-HISTOGRAM = RECORDED / "histogram_atomic" / "original"
-ATOMIC = RECORDED / "atomic_reduction" / "original"
+# Both source pages of one report, from before the counter pass stopped exporting the SASS page.
+TRANSPOSE_VIEWS = RECORDED / "source_views" / "transpose_bank"
+HISTOGRAM_VIEWS = RECORDED / "source_views" / "histogram_atomic"
+ATOMIC_VIEWS = RECORDED / "source_views" / "atomic_reduction"
 
 
 def test_raw_page_gives_every_profiled_kernel_in_base_units() -> None:
@@ -39,20 +41,20 @@ def test_raw_page_without_kernels_is_a_profile_error(text: str) -> None:
 
 def test_cuda_sass_view_lists_an_inlined_instruction_under_several_lines() -> None:
     """Why kernel totals are summed over the SASS view: here one RED sits under two lines."""
-    structure = parse_cuda_sass_view((ATOMIC / "source_cuda_sass.csv").read_text())
+    structure = parse_cuda_sass_view((ATOMIC_VIEWS / "source_cuda_sass.csv").read_text())
     lines = next(v for k, v in structure.items() if k.startswith("atomic_sum"))
     owners: dict[str, list[int]] = {}
     for line in lines:
         for address in line.addresses:
             owners.setdefault(address, []).append(line.line)
-    instructions = parse_sass_view((ATOMIC / "source_sass.csv").read_text())
+    instructions = parse_sass_view((ATOMIC_VIEWS / "source_sass.csv").read_text())
     kernel = next(v for k, v in instructions.items() if k.startswith("atomic_sum"))
     red = next(a for a, i in kernel.items() if i.opcode.startswith("RED"))
     assert len(owners[red]) >= 2
 
 
 def test_sass_view_instructions_carry_their_metrics() -> None:
-    views = parse_sass_view((TRANSPOSE / "source_sass.csv").read_text())
+    views = parse_sass_view((TRANSPOSE_VIEWS / "source_sass.csv").read_text())
     transpose = next(v for k, v in views.items() if k.startswith("transpose_tiled"))
     shared_loads = [i for i in transpose.values() if i.opcode == "LDS"]
     assert shared_loads
@@ -60,8 +62,8 @@ def test_sass_view_instructions_carry_their_metrics() -> None:
 
 
 def test_source_rows_sum_the_instructions_of_each_line() -> None:
-    structure = parse_cuda_sass_view((TRANSPOSE / "source_cuda_sass.csv").read_text())
-    instructions = parse_sass_view((TRANSPOSE / "source_sass.csv").read_text())
+    structure = parse_cuda_sass_view((TRANSPOSE_VIEWS / "source_cuda_sass.csv").read_text())
+    instructions = parse_sass_view((TRANSPOSE_VIEWS / "source_sass.csv").read_text())
     rows = join_source_views(structure, instructions)
     transpose = next(v for k, v in rows.items() if k.startswith("transpose_tiled"))
     by_line = {r.line: r for r in transpose}
@@ -71,8 +73,8 @@ def test_source_rows_sum_the_instructions_of_each_line() -> None:
 
 
 def test_inlined_atomic_is_attributed_to_its_call_site() -> None:
-    structure = parse_cuda_sass_view((HISTOGRAM / "source_cuda_sass.csv").read_text())
-    rows = join_source_views(structure, parse_sass_view((HISTOGRAM / "source_sass.csv").read_text()))
+    structure = parse_cuda_sass_view((HISTOGRAM_VIEWS / "source_cuda_sass.csv").read_text())
+    rows = join_source_views(structure, parse_sass_view((HISTOGRAM_VIEWS / "source_sass.csv").read_text()))
     kernel = next(v for k, v in rows.items() if k.startswith("histogram_bins"))
     atomics = [r for r in kernel if any(i.opcode.startswith("RED") for i in r.instructions)]
     user_lines = [(r.file.rsplit("/", 1)[-1], r.line) for r in atomics if r.file.endswith("histogram.cu")]

@@ -47,6 +47,24 @@ def test_a_job_no_registered_worker_serves_is_refused_at_submit(
     assert served.status_code == 201 and served.json()["queue"] == "gpu.nvidia.any"
 
 
+def test_a_worker_that_registers_within_the_cache_lifetime_is_not_refused(
+    settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
+) -> None:
+    """The fleet is cached for submissions; a refusal is checked against a fresh read, so a new worker's
+    queue is served at once (benchmarks/service.py once got a 422 right after its worker registered)."""
+    settings = settings_for(database_url, fleet_cache_s=3600.0)
+    upgrade(settings.resolved_database_url)
+    with serve(settings) as live:
+        first = celery_worker(settings, "w-hopper", tmp_path / "hopper.log", queues="gpu.nvidia.sm90")
+        with first, live.client() as client:
+            assert client.post("/v1/jobs", json=HOPPER_JOB).status_code == 201  # caches {gpu.nvidia.sm90}
+            assert client.post("/v1/jobs", json=AMD_JOB).status_code == 422
+        second = celery_worker(settings, "w-any", tmp_path / "any.log", queues="gpu.nvidia.any")
+        with second, live.client() as client:
+            served = client.post("/v1/jobs", json=NVIDIA_JOB)
+    assert served.status_code == 201, served.text
+
+
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_the_dashboard_marks_queued_jobs_whose_workers_are_gone(
     settings_for: Callable[..., ServiceSettings], database_url: str
