@@ -88,9 +88,9 @@ def test_clean_application_says_so() -> None:
 
 def test_kernel_filter(tmp_path: Path) -> None:
     output = tmp_path / "r.json"
-    assert replay("transpose_bank", "-k", "init_", "-o", str(output)).returncode == 0
+    assert replay("transpose_bank", "-k", "transpose_", "-o", str(output)).returncode == 0
     assert [k.demangled.split("(")[0] for k in Report.model_validate_json(output.read_text()).kernels] == [
-        "init_matrix"
+        "transpose_tiled"
     ]
     result = replay("transpose_bank", "-k", "nothing_like_this")
     assert result.returncode == KernelNotFoundError.exit_code

@@ -99,6 +99,8 @@ def test_a_kernel_built_without_line_info_is_exit_8_on_real_pages(
     recording = tmp_path / "noline"
     shutil.copytree(RECORDED / "transpose_bank" / "original", recording)
     (recording / "source_cuda_sass.csv").write_text(text)
+    # what the counter pass then exports as well: the SASS page of the same kernel
+    shutil.copy(RECORDED / "source_views" / "transpose_bank" / "source_sass.csv", recording)
     spec = JobSpec(applications=[Application(command=["./app"])], formula="diagnoseOnly")
     with pytest.raises(NoLineInfoError):
         run_diagnosis(spec, backend=ReplayBackend(recording), project=EXAMPLES / "transpose_bank")
