@@ -186,7 +186,7 @@ def run(
         if spec.formula not in ("auto", "diagnoseOnly"):
             get(spec.formula)
         proposer = None
-        if spec.formula != "diagnoseOnly" and replay is None:
+        if spec.optimizes and replay is None:
             from intelliperf.llm.client import check_credentials
             from intelliperf.llm.proposer import DspyProposer
 
@@ -202,7 +202,7 @@ def run(
             spec, backend=backend, project=project_directory, proposer=proposer, progress=progress
         )
         progress.close()
-        if replay is not None and spec.formula != "diagnoseOnly":
+        if replay is not None and spec.optimizes:
             note = "the optimization loop validates rewrites on the GPU: --replay diagnoses only"
             report = report.model_copy(update={"warnings": [*report.warnings, note]})
         render_report(report, stdout)
@@ -272,9 +272,11 @@ def validate(
 ) -> None:
     import shlex
 
+    from accordo.signature import kernel_pattern
     from accordo.validate import ValidationOptions
     from accordo.validate import validate as run_validation
     from intelliperf.console import render_validation
+    from intelliperf.gpu.device import query_device
 
     try:
         try:
@@ -291,11 +293,13 @@ def validate(
                 timer=timer,  # type: ignore[arg-type]
             )
             reference_cmd, candidate_cmd = shlex.split(reference), shlex.split(candidate)
+            kernel_pattern(kernel)
         except ValueError as exc:
             raise SpecError(str(exc)) from None
         if not reference_cmd or not candidate_cmd:
             raise SpecError("--reference and --candidate must not be empty")
         check_writable(output_file, "-o/--output_file")
+        query_device()  # no GPU: say so before building the native library or running anything
         result = run_validation(
             kernel,
             reference_cmd,

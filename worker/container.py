@@ -118,7 +118,7 @@ def gpu_options(vendor: str, gpu_ids: list[str] | None) -> dict[str, Any]:
 def engine_environment(spec: JobSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """What the engine needs and nothing else; the LLM key only for a job that may call the LLM."""
     env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    if spec.formula != "diagnoseOnly":
+    if spec.optimizes:
         fallback = PROVIDER_KEYS.get(spec.llm.litellm_model.split("/", 1)[0])
         for name in filter(None, [spec.llm.key_env, fallback]):
             if environ.get(name):

@@ -42,7 +42,7 @@ def run(spec: JobSpec, project: Path, out: Path) -> int:
     from intelliperf.summary import render_summary
 
     replay = project / spec.replay if spec.replay else None
-    optimize = spec.formula != "diagnoseOnly"
+    optimize = spec.optimizes
     replayed_loop = replay is not None and is_loop_recording(replay)
     proposer = None
     if optimize and (replay is None or replayed_loop):

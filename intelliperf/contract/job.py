@@ -223,6 +223,11 @@ class JobSpec(_Strict):
             raise ValueError("replay must be a folder inside the project (no '..', not absolute)")
         return path
 
+    @property
+    def optimizes(self) -> bool:
+        """Whether the job goes on from diagnosis to the optimization loop: the one place that decides it."""
+        return self.formula != "diagnoseOnly"
+
     def for_application(self, app: Application) -> JobSpec:
         """This spec with the application's overrides applied, as the engine runs it."""
         overrides = {

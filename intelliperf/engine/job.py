@@ -38,7 +38,7 @@ def _accordo_judge(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
 def check_optimizable(spec: JobSpec) -> None:
     """What the loop needs that can be checked before any profiling starts: a build command, unless the
     application is a Python program that compiles its kernels when it runs."""
-    if spec.formula == "diagnoseOnly" or spec.instrument_command or spec.build_command:
+    if not spec.optimizes or spec.instrument_command or spec.build_command:
         return
     if not is_python_command(spec.applications[0].command):
         raise SpecError(
@@ -134,7 +134,7 @@ def run_job(
     ends it with status 'aborted' in the report instead."""
     progress = progress or NullProgress()
     settings = get_settings()
-    optimize = proposer is not None and spec.formula != "diagnoseOnly"
+    optimize = proposer is not None and spec.optimizes
     if optimize:
         check_optimizable(spec)
     with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:

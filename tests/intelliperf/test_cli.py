@@ -140,6 +140,13 @@ def test_validate_refuses_an_output_file_it_could_not_write(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
+def test_validate_without_a_gpu_says_so_before_building_anything() -> None:
+    result = intelliperf("validate", "-k", "block_sum", "--reference", "bin/ref", "--candidate", "bin/fixed")
+    assert result.returncode == NoGpuError.exit_code and "no NVIDIA GPU" in result.stderr
+    assert "building Accordo" not in result.stderr and "capturing" not in result.stderr
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU message")
 def test_no_gpu_is_exit_3() -> None:
     result = intelliperf(
         "run", "-f", "diagnoseOnly", "-p", str(EXAMPLES / "transpose_bank"), "--", "./bin/transpose"

@@ -72,3 +72,13 @@ def test_report_schema_is_versioned_json_schema() -> None:
     assert schema["properties"]["api_version"]["const"] == "intelliperf.dev/v1"
     assert {"kernels", "diagnoses", "attempts", "best", "diff", "selected"} <= set(schema["properties"])
     json.dumps(schema)
+
+
+@pytest.mark.parametrize(
+    ("formula", "optimizes"), [("auto", True), ("bankConflict", True), ("diagnoseOnly", False)]
+)
+def test_whether_a_job_optimizes_is_decided_by_its_formula(formula: str, optimizes: bool) -> None:
+    spec = JobSpec(applications=[Application(command=["./app"])], formula=formula)
+    assert spec.optimizes is optimizes
+    only_diagnosed = Application(command=["./a"], formula="diagnoseOnly")
+    assert spec.for_application(only_diagnosed).optimizes is False
