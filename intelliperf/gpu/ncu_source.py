@@ -44,41 +44,42 @@ def kernels_without_line_info(text: str) -> set[str]:
 
 def parse_sass_view(text: str) -> dict[str, dict[str, Instruction]]:
     """Kernel name -> instruction address -> instruction with its numeric metrics."""
-    kernels: dict[str, dict[str, Instruction]] = {}
-    current: dict[str, Instruction] | None = None
-    header: list[str] = []
-    for row in csv_rows(text):
-        if not row:
-            continue
-        if row[0] == "Kernel Name" and len(row) >= 2:
-            current = kernels.setdefault(row[1], {})
-            header = []
-        elif row[0] == "Address":
-            header = row
-        elif current is not None and header and row[0].startswith("0x"):
-            metrics = _numbers(header[2:], row[2:])
-            current[row[0]] = Instruction(address=row[0], sass=row[1].strip(), metrics=metrics)
-    return kernels
+    return _instructions(text, kernel_key="Kernel Name", header_key="Address", address_column=0)
 
 
 def instructions_from_cuda_sass(text: str) -> dict[str, dict[str, Instruction]]:
     """Kernel name -> instruction address -> instruction, from the CUDA+SASS view: each distinct address
     once, with the metrics of its first listing (every listing of an address carries the same values)."""
+    return _instructions(text, kernel_key="Function Name", header_key="Line No", address_column=2)
+
+
+def _instructions(
+    text: str, *, kernel_key: str, header_key: str, address_column: int
+) -> dict[str, dict[str, Instruction]]:
+    """The instruction rows of a source page: blank up to ``address_column``, then the address, the SASS
+    text and one value per column of the header row that precedes them."""
     kernels: dict[str, dict[str, Instruction]] = {}
     current: dict[str, Instruction] | None = None
     header: list[str] = []
+    first_metric = address_column + 2
     for row in csv_rows(text):
         if not row:
             continue
-        if row[0] == "Function Name" and len(row) >= 2:
+        if row[0] == kernel_key and len(row) >= 2:
             current, header = kernels.setdefault(row[1], {}), []
-        elif row[0] == "Line No":
+        elif row[0] == header_key:
             header = row
-        elif current is not None and header and row[0] == "" and len(row) >= 4 and row[2].startswith("0x"):
-            address = row[2]
-            if address not in current:
-                metrics = _numbers(header[4:], row[4:])
-                current[address] = Instruction(address=address, sass=row[3].strip(), metrics=metrics)
+        elif (
+            current is not None
+            and header
+            and len(row) >= first_metric
+            and row[address_column].startswith("0x")
+            and not any(row[:address_column])
+            and row[address_column] not in current
+        ):
+            address, sass = row[address_column], row[address_column + 1].strip()
+            metrics = _numbers(header[first_metric:], row[first_metric:])
+            current[address] = Instruction(address=address, sass=sass, metrics=metrics)
     return kernels
 
 
