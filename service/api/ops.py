@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import (
@@ -138,7 +138,18 @@ class JobMetrics(Collector):
         yield alive
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(request: Request) -> Response:
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (the admin token)",
+    response_class=Response,
+    responses={
+        401: {"description": "No bearer token, or an unknown one"},
+        403: {"description": "Not the admin token: the metrics count every repository's jobs"},
+    },
+)
+def metrics(request: Request, principal: CurrentPrincipal) -> Response:
+    """Fleet-wide counts, so only for the admin token (Prometheus: `authorization: {credentials: ...}`)."""
+    if not principal.is_admin:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "the metrics are for the admin token")
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

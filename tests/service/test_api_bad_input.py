@@ -397,9 +397,12 @@ def test_list_filters_refuse_bad_values_naming_them(client: httpx.Client) -> Non
     assert response.status_code == 422 and ["header", "last-event-id"] in locs(response)
 
 
-AUTHENTICATED_ROUTES = [("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/workers")] + [
-    (method, route.format(UNKNOWN_ID)) for method, route in JOB_ROUTES
-]
+AUTHENTICATED_ROUTES = [
+    ("POST", "/v1/jobs"),
+    ("GET", "/v1/jobs"),
+    ("GET", "/v1/workers"),
+    ("GET", "/metrics"),
+] + [(method, route.format(UNKNOWN_ID)) for method, route in JOB_ROUTES]
 
 
 def test_missing_wrong_and_revoked_tokens_are_401_everywhere(live: LiveService, db: Database) -> None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
+from service.auth import create_token
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
 from service.jobs import claim, finish
@@ -22,7 +23,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(live: LiveService) -> Samples:
-    with live.client(None) as client:  # Prometheus scrapes without a token
+    with live.client() as client:  # Prometheus scrapes with the admin token
         response = client.get("/metrics")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
@@ -147,3 +148,20 @@ def _count_jobs_and_workers(live: LiveService, db: Database) -> None:
     assert value("intelliperf_workers", state="busy") == 1
     assert value("intelliperf_workers", state="idle") == 1
     assert value("intelliperf_workers", state="lost") == 1
+
+
+def test_metrics_are_for_the_admin_token_only(
+    settings_for: Callable[..., ServiceSettings], database_url: str, db: Database
+) -> None:
+    """They count every repository's jobs: a repository-scoped token may not read them, nor may anyone
+    without a token."""
+    with db.session() as session:
+        _, scoped = create_token(session, "acme-ci", ["acme/*"])
+    with serve(settings_for(database_url), dispatch=False) as live:
+        with live.client(None) as client:
+            anonymous = client.get("/metrics")
+        with live.client(scoped) as client:
+            repository_scoped = client.get("/metrics")
+        assert scrape(live)  # the admin token
+    assert anonymous.status_code == 401
+    assert repository_scoped.status_code == 403 and "admin token" in repository_scoped.text
