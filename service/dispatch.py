@@ -34,7 +34,7 @@ from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispa
 from service.queue import RUN_JOB, celery_priority
 from service.settings import ServiceSettings
 
-__all__ = ["MAX_RUNS", "Dispatcher"]
+__all__ = ["MAX_RUNS", "Dispatcher", "lost_run"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,29 @@ COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one
 # against 26-75 ms. An idle dispatcher still sends a submission after COALESCE_S, and 0.2 s stays far
 # inside the 500 ms dispatch target.
 MIN_PASS_INTERVAL_S = 0.2
+
+
+def lost_run(job: Job, worker: Worker | None, cutoff: datetime) -> str | None:
+    """Why the run of a running ``job`` is lost, or None while it may be alive. ``cutoff``: heartbeats
+    before it are stale."""
+    replaced = (
+        worker is not None
+        and job.worker_run
+        and worker.run_id
+        and worker.run_id != job.worker_run
+        # the other process has beaten since the claim (not the moment before this process's first beat)
+        and (job.started_at is None or worker.last_heartbeat > job.started_at)
+    )
+    if replaced:
+        assert worker is not None and worker.run_id and job.worker_run
+        return (
+            f"worker {job.worker} restarted (its process {worker.run_id[:8]} is not the one that "
+            f"started the job, {job.worker_run[:8]})"
+        )
+    last_seen = worker.last_heartbeat if worker is not None else job.started_at
+    if last_seen is None or last_seen >= cutoff or (job.started_at and job.started_at >= cutoff):
+        return None
+    return f"worker {job.worker} stopped sending heartbeats (last at {last_seen:%H:%M:%S} UTC)"
 
 
 class Dispatcher:
@@ -198,20 +221,21 @@ class Dispatcher:
             return None
 
     def reap_lost_runs(self) -> int:
-        """Running jobs whose worker has not been heard from in ``worker_stale_s``."""
+        """Running jobs whose worker has not been heard from in ``worker_stale_s``, or whose worker process
+        is gone although its name lives on (a worker restarted under the same name: a new run id)."""
         cutoff = utcnow() - timedelta(seconds=self.settings.worker_stale_s)
         reaped = 0
         with self.db.session() as session:
-            heartbeats = dict(session.execute(select(Worker.name, Worker.last_heartbeat)).all())
+            workers = {w.name: w for w in session.scalars(select(Worker))}
             for job in session.scalars(select(Job).where(Job.status == "running").with_for_update()):
-                last_seen = heartbeats.get(job.worker or "", job.started_at)
-                if last_seen is None or last_seen >= cutoff or (job.started_at and job.started_at >= cutoff):
+                reason = lost_run(job, workers.get(job.worker or ""), cutoff)
+                if reason is None:
                     continue
-                reason = f"worker {job.worker} stopped sending heartbeats (last at {last_seen:%H:%M:%S} UTC)"
                 if job.cancel_requested:
                     finish(session, job.id, status="cancelled", outcome="cancelled", error=reason)
                 elif job.runs < MAX_RUNS:
                     job.status, job.worker, job.dispatched_at, job.started_at = "queued", None, None, None
+                    job.worker_run = None
                     add_event(session, job.id, "state", f"{reason}; queued again", stage="queued")
                 else:
                     finish(session, job.id, status="failed", outcome="worker_lost", error=reason)

@@ -116,6 +116,7 @@ def submit(
         "started_at": None,
         "finished_at": None,
         "worker": None,
+        "worker_run": None,
         "runs": 0,
         "cancel_requested": False,
         "outcome": None,
@@ -269,14 +270,15 @@ def request_cancel(session: Session, job: Job) -> Job:
     return job
 
 
-def claim(session: Session, job_id: str, worker: str) -> Job | None:
-    """Mark a queued job running for ``worker``; None if another run has it or it is finished/cancelled.
+def claim(session: Session, job_id: str, worker: str, run_id: str | None = None) -> Job | None:
+    """Mark a queued job running for ``worker`` (its process ``run_id``, see Worker.run_id); None if another
+    run has it or it is finished/cancelled.
 
     The conditional UPDATE is what makes a redelivered or re-dispatched message harmless."""
     done = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
-        .values(status="running", worker=worker, started_at=utcnow(), runs=Job.runs + 1)
+        .values(status="running", worker=worker, worker_run=run_id, started_at=utcnow(), runs=Job.runs + 1)
     )
     if done.rowcount != 1:  # type: ignore[attr-defined]
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import uuid
 
 from service.db.models import Worker, utcnow
 from service.db.session import Database
@@ -16,6 +17,9 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeat:
+    """``run_id`` names this process: a worker restarted under the same name gets a new one, so the service
+    can tell that the old process's job died with it."""
+
     def __init__(
         self, db: Database, name: str, queues: list[str], gpu: GpuInfo | None, interval_s: float
     ) -> None:
@@ -25,6 +29,7 @@ class Heartbeat:
         self.gpu = gpu
         self.interval_s = interval_s
         self.current_job: str | None = None
+        self.run_id = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -36,6 +41,8 @@ class Heartbeat:
                     name=self.name, hostname=socket.gethostname(), started_at=utcnow(), queues=self.queues
                 )
                 session.add(row)
+            if row.run_id != self.run_id:  # this process's first beat
+                row.run_id, row.started_at, row.hostname = self.run_id, utcnow(), socket.gethostname()
             row.queues = self.queues
             row.gpu_vendor = self.gpu.vendor if self.gpu else None
             row.gpu_name = self.gpu.name if self.gpu else None

@@ -110,7 +110,8 @@ class JobRunner:
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
         with self.db.session() as session:
-            job = claim(session, job_id, self.worker_name)
+            run_id = self.heartbeat.run_id if self.heartbeat else None
+            job = claim(session, job_id, self.worker_name, run_id)
         if job is None:
             log.info("job %s is not queued (finished, cancelled or taken): skipped", job_id)
             return "skipped"

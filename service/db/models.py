@@ -82,6 +82,9 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     worker: Mapped[str | None] = mapped_column(String(200))
+    worker_run: Mapped[str | None] = mapped_column(
+        String(32), doc="The run id of the worker process that claimed it (Worker.run_id)"
+    )
     runs: Mapped[int] = mapped_column(Integer, default=0, doc="How often a worker started it")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     outcome: Mapped[str | None] = mapped_column(String(32))
@@ -156,5 +159,8 @@ class Worker(Base):
     gpu_arch: Mapped[str | None] = mapped_column(String(32))
     gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     current_job: Mapped[str | None] = mapped_column(String(32))
+    run_id: Mapped[str | None] = mapped_column(
+        String(32), doc="Which process sends the heartbeats under this name: a new id at every process start"
+    )
     started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

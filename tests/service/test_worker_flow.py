@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service.db.migrate import upgrade
 from service.settings import ServiceSettings
 from tests.service.conftest import (
     LiveService,
@@ -158,6 +159,29 @@ def test_a_worker_killed_mid_job_gets_its_job_retried_elsewhere(live: LiveServic
         events = client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"}).text
         assert "worker w-doomed stopped sending heartbeats" in events
         assert "queued again" in events
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_worker_restarted_under_the_same_name_does_not_keep_the_dead_run_alive(
+    settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
+) -> None:
+    """`intelliperf worker` names its processes after the host and GPU, so a restarted worker beats under
+    the dead one's name: its new run id tells the service that the job it had died with it. The stale
+    limit is 10 minutes here, so only the run id can have found it."""
+    settings = settings_for(database_url, worker_stale_s=600.0)
+    upgrade(settings.resolved_database_url)
+    with serve(settings) as live, live.client() as client:
+        with celery_worker(live.settings, "w-same", tmp_path / "first.log") as first:
+            job_id = submit(client, {**REPLAY_SPEC, "build_command": "sleep 8"})
+            wait_for(lambda: job(client, job_id)["status"] == "running", timeout=30)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+        with celery_worker(live.settings, "w-same", tmp_path / "second.log"):
+            state = wait_for(finished(client, job_id), timeout=90)
+        assert state["status"] == "succeeded" and state["runs"] == 2  # type: ignore[index]
+        events = client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"}).text
+        assert "worker w-same restarted" in events and "queued again" in events
+        assert "stopped sending heartbeats" not in events  # found at once, not after the stale limit
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
