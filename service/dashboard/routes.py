@@ -61,7 +61,7 @@ def login(
             "login.html", status.HTTP_401_UNAUTHORIZED, next=target, error="unknown or revoked token"
         )
     response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)
-    remember_login(response, request, secret)
+    remember_login(response, request, principal)
     return response
 
 

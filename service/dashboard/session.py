@@ -1,19 +1,21 @@
-"""The dashboard's login: an API token (or the admin token) kept in an HttpOnly, SameSite=Strict cookie.
+"""The dashboard's login: a server-side session (service.dashboard_sessions) whose secret is kept in an
+HttpOnly, SameSite=Strict cookie; the API token it was opened with never leaves the login form.
 
-The cookie carries the token itself, and every request authenticates it again, so a revoked token
-logs its sessions out at once and any number of API processes agree without shared state. The JSON API
+Every request looks the session up again, so a revoked token or a logout ends it at once. The JSON API
 never reads this cookie: it stays bearer-only, so a page elsewhere cannot act on it through a browser.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, HTTPException, Request, Response, status
 
-from service.api.deps import get_db, get_settings, principal_for
+from service.api.deps import get_db, get_settings
 from service.auth import Principal
+from service.dashboard_sessions import close_session, open_session, session_principal
 
 __all__ = [
     "COOKIE",
@@ -30,11 +32,17 @@ MAX_AGE_S = 12 * 3600
 MAX_TOKEN_CHARS = 512
 
 
+def _admin_secret(request: Request) -> str | None:
+    token = get_settings(request).admin_token
+    return token.get_secret_value() if token else None
+
+
 def _principal(request: Request) -> Principal | None:
     secret = request.cookies.get(COOKIE)
     if not secret or len(secret) > MAX_TOKEN_CHARS:
         return None
-    return principal_for(get_db(request), get_settings(request), secret)
+    with get_db(request).session() as session:
+        return session_principal(session, secret, _admin_secret(request))
 
 
 def safe_next(target: str | None) -> str:
@@ -79,7 +87,10 @@ def same_origin(request: Request) -> bool:
     return f"{parts.scheme}://{parts.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
 
 
-def remember_login(response: Response, request: Request, secret: str) -> None:
+def remember_login(response: Response, request: Request, principal: Principal) -> None:
+    """Open a session for ``principal`` (just authenticated by its token) and set its cookie."""
+    with get_db(request).session() as session:
+        secret = open_session(session, principal, _admin_secret(request), timedelta(seconds=MAX_AGE_S))
     response.set_cookie(
         COOKIE,
         secret,
@@ -92,6 +103,11 @@ def remember_login(response: Response, request: Request, secret: str) -> None:
 
 
 def clear_login(response: Response, request: Request) -> None:
+    """End the session on the server (a copy of the cookie is then worthless) and drop the cookie."""
+    secret = request.cookies.get(COOKIE)
+    if secret and len(secret) <= MAX_TOKEN_CHARS:
+        with get_db(request).session() as session:
+            close_session(session, secret)
     response.delete_cookie(
         COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
     )

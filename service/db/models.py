@@ -148,6 +148,20 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
+class DashboardSession(Base):
+    """A dashboard login. The browser's cookie holds only the session's secret, stored here as its
+    SHA-256; the session stands for an API token (``token_id``) or for the admin token (``admin_hash``: the
+    hash of the admin secret at login, so rotating that secret ends its sessions)."""
+
+    __tablename__ = "dashboard_sessions"
+
+    secret_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"))
+    admin_hash: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
 class Worker(Base):
     __tablename__ = "workers"
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from markupsafe import escape
 
-from service.auth import create_token
+from service.auth import create_token, revoke_token
 from service.dashboard.session import COOKIE
 from service.db.models import Job
 from service.db.session import Database
@@ -105,6 +105,29 @@ def test_the_login_cookie_is_httponly_strict_and_never_rendered(live: LiveServic
         assert client.get("/v1/jobs").status_code == 401
         assert client.post("/logout").status_code == 303
         assert client.get("/").status_code == 303
+
+
+def test_the_cookie_holds_a_session_that_logout_and_revocation_end(
+    live: LiveService, database: Database
+) -> None:
+    """Not the API token: a server-side session, so a copy of the cookie dies with a logout, and a revoked
+    token ends its sessions."""
+    with database.session() as session:
+        token, secret = create_token(session, "acme-ci", ["acme/*"])
+    with login(live, secret) as client:
+        cookie = client.cookies[COOKIE]
+        assert cookie.startswith("ips_") and secret not in cookie and ADMIN not in cookie
+        assert client.get("/").status_code == 200
+        client.post("/logout")
+    with browser(live) as stolen:  # the cookie as it was before the logout
+        stolen.cookies.set(COOKIE, cookie)
+        assert stolen.get("/").status_code == 303
+    with login(live, secret) as client:
+        assert client.get("/").status_code == 200
+        with database.session() as session:
+            revoke_token(session, token.id)
+        assert client.get("/").status_code == 303
+        assert client.get("/jobs/x/events").status_code == 401
 
 
 def test_login_never_redirects_off_site_nor_accepts_a_cross_site_post(live: LiveService) -> None:
