@@ -88,7 +88,9 @@ def extract_project(data: bytes, destination: Path, limits: ArchiveLimits | None
                 members = _checked_members(archive, limits)
                 archive.extractall(staging, members=members, filter="data")
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise ArchiveError(f"not a readable tar.gz archive: {exc}") from None
+            # the message may name the server's scratch folder: the uploader learns the member, not the path
+            reason = str(exc).replace(str(staging), "<project>").replace(str(destination.parent), "<server>")
+            raise ArchiveError(f"not a readable tar.gz archive: {reason}") from None
         os.replace(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -90,3 +90,15 @@ def test_size_and_member_limits(tmp_path: Path) -> None:
     with pytest.raises(ArchiveError, match="more than 10 members"):
         extract_project(many, tmp_path / "c", ArchiveLimits(max_members=10))
     assert leftovers(tmp_path) == []
+
+
+def test_an_unwritable_member_is_refused_without_naming_the_servers_folders(tmp_path: Path) -> None:
+    """A name the file system refuses (one path component over 255 bytes): the OS error names the full
+    server path; the uploader is told the member only."""
+    scratch = tmp_path / "server-scratch-folder"
+    with pytest.raises(ArchiveError) as refused:
+        extract_project(archive(("src/" + "k" * 300 + ".cu", "x")), scratch / "project")
+    message = str(refused.value)
+    assert "not a readable tar.gz archive" in message and "k" * 300 in message
+    assert str(tmp_path) not in message and "server-scratch-folder" not in message
+    assert leftovers(scratch) == []
