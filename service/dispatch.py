@@ -48,23 +48,23 @@ COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one
 MIN_PASS_INTERVAL_S = 0.2
 
 
-def lost_run(job: Job, worker: Worker | None, cutoff: datetime) -> str | None:
+def lost_run(job: Job, worker: Worker | None, cutoff: datetime, grace: timedelta) -> str | None:
     """Why the run of a running ``job`` is lost, or None while it may be alive. ``cutoff``: heartbeats
-    before it are stale."""
-    replaced = (
-        worker is not None
-        and job.worker_run
-        and worker.run_id
-        and worker.run_id != job.worker_run
-        # the other process has beaten since the claim (not the moment before this process's first beat)
-        and (job.started_at is None or worker.last_heartbeat > job.started_at)
-    )
-    if replaced:
-        assert worker is not None and worker.run_id and job.worker_run
-        return (
-            f"worker {job.worker} restarted (its process {worker.run_id[:8]} is not the one that "
-            f"started the job, {job.worker_run[:8]})"
-        )
+    before it are stale; ``grace``: how long after the claim a worker's heartbeat must name the job.
+
+    Three ways to lose a run: the worker's name beats with another process's run id (a worker restarted
+    under the same name); the process that claimed it beats, well after the claim, without naming it (its
+    final write failed, say, while the database was away); or nothing beats any more."""
+    if worker is not None and job.worker_run and worker.run_id and job.started_at is not None:
+        since_claim = worker.last_heartbeat - job.started_at
+        if worker.run_id != job.worker_run and since_claim > timedelta(0):
+            return (
+                f"worker {job.worker} restarted (its process {worker.run_id[:8]} is not the one that "
+                f"started the job, {job.worker_run[:8]})"
+            )
+        if worker.run_id == job.worker_run and worker.current_job != job.id and since_claim > grace:
+            doing = f"job {worker.current_job}" if worker.current_job else "no job"
+            return f"worker {job.worker} is no longer running it (its heartbeat names {doing})"
     last_seen = worker.last_heartbeat if worker is not None else job.started_at
     if last_seen is None or last_seen >= cutoff or (job.started_at and job.started_at >= cutoff):
         return None
@@ -224,11 +224,12 @@ class Dispatcher:
         """Running jobs whose worker has not been heard from in ``worker_stale_s``, or whose worker process
         is gone although its name lives on (a worker restarted under the same name: a new run id)."""
         cutoff = utcnow() - timedelta(seconds=self.settings.worker_stale_s)
+        grace = timedelta(seconds=2 * self.settings.heartbeat_s)
         reaped = 0
         with self.db.session() as session:
             workers = {w.name: w for w in session.scalars(select(Worker))}
             for job in session.scalars(select(Job).where(Job.status == "running").with_for_update()):
-                reason = lost_run(job, workers.get(job.worker or ""), cutoff)
+                reason = lost_run(job, workers.get(job.worker or ""), cutoff, grace)
                 if reason is None:
                     continue
                 if job.cancel_requested:
