@@ -29,7 +29,7 @@ _BREAKDOWN: dict[str, tuple[str, ...]] = {
 
 _SUB_UNITS: dict[str, dict[str, tuple[str, ...]]] = {
     "sm_90": {
-        "DRAM": ("dram__throughput" + _PCT,),
+        "DRAM": _BREAKDOWN["DRAM"],
         "L2 cache": tuple(
             name + _PCT
             for name in (

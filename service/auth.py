@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from service.db.models import ApiToken, utcnow
 
 __all__ = [
+    "ADMIN",
     "Principal",
     "TokenError",
     "authenticate",
@@ -116,7 +117,8 @@ def authenticate(session: Session, secret: str, admin_secret: str | None) -> Pri
     return identify(session, secret, admin_secret)[0]
 
 
-_ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
+ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
+"""Whoever holds the admin token."""
 # built once (the statements are the same for every request; only the bound values differ)
 _FIND_TOKEN = select(ApiToken.id, ApiToken.name, ApiToken.repositories, ApiToken.last_used_at).where(
     ApiToken.secret_hash == bindparam("secret_hash"), ApiToken.revoked_at.is_(None)
@@ -131,7 +133,7 @@ def identify(session: Session, secret: str, admin_secret: str | None) -> tuple[P
     caller that goes on in the same transaction can commit that first. One query: the columns a
     principal needs, of the token with this secret's hash that is not revoked."""
     if admin_secret and hmac.compare_digest(secret.encode(), admin_secret.encode()):
-        return _ADMIN, False
+        return ADMIN, False
     if not secret.startswith(TOKEN_PREFIX):
         return None, False
     row = session.connection().execute(_FIND_TOKEN, {"secret_hash": hash_secret(secret)}).first()

@@ -14,13 +14,12 @@ from datetime import timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from service.auth import Principal, hash_secret
+from service.auth import ADMIN, Principal, hash_secret
 from service.db.models import ApiToken, DashboardSession, utcnow
 
 __all__ = ["SESSION_PREFIX", "close_session", "open_session", "session_principal"]
 
 SESSION_PREFIX = "ips_"
-_ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
 
 
 def open_session(
@@ -56,7 +55,7 @@ def session_principal(session: Session, secret: str, admin_secret: str | None) -
         return None
     if row.token_id is None:
         current = hash_secret(admin_secret) if admin_secret else None
-        return _ADMIN if current is not None and row.admin_hash == current else None
+        return ADMIN if current is not None and row.admin_hash == current else None
     token = session.scalar(select(ApiToken).where(ApiToken.id == row.token_id, ApiToken.revoked_at.is_(None)))
     if token is None:
         return None

@@ -77,6 +77,10 @@ class ServiceSettings(BaseSettings):
         return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'intelliperf.db'}"
 
     @property
+    def admin_secret(self) -> str | None:
+        return self.admin_token.get_secret_value() if self.admin_token else None
+
+    @property
     def resolved_broker_url(self) -> str:
         return self.broker_url or "filesystem://"
 

@@ -44,9 +44,8 @@ def get_settings(request: Request) -> ServiceSettings:
 
 
 def principal_for(db: Database, settings: ServiceSettings, secret: str) -> Principal | None:
-    admin = settings.admin_token.get_secret_value() if settings.admin_token else None
     with db.session() as session:
-        return authenticate(session, secret, admin)
+        return authenticate(session, secret, settings.admin_secret)
 
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -101,10 +100,8 @@ def authorized(request: Request, secret: str) -> Iterator[tuple[Session, Princip
     """A session whose caller is authenticated (401 when the token is unknown or revoked); commits when
     the block ends, rolls back when it raises. A token's last use is committed at once when written, so
     it is kept even when the request then fails, as with ``CurrentPrincipal``."""
-    settings = get_settings(request)
-    admin = settings.admin_token.get_secret_value() if settings.admin_token else None
     with get_db(request).sessions() as session:
-        principal, touched = identify(session, secret, admin)
+        principal, touched = identify(session, secret, get_settings(request).admin_secret)
         if principal is None:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, _UNKNOWN, _CHALLENGE)
         if touched:

@@ -32,17 +32,12 @@ MAX_AGE_S = 12 * 3600
 MAX_TOKEN_CHARS = 512
 
 
-def _admin_secret(request: Request) -> str | None:
-    token = get_settings(request).admin_token
-    return token.get_secret_value() if token else None
-
-
 def _principal(request: Request) -> Principal | None:
     secret = request.cookies.get(COOKIE)
     if not secret or len(secret) > MAX_TOKEN_CHARS:
         return None
     with get_db(request).session() as session:
-        return session_principal(session, secret, _admin_secret(request))
+        return session_principal(session, secret, get_settings(request).admin_secret)
 
 
 def safe_next(target: str | None) -> str:
@@ -89,8 +84,9 @@ def same_origin(request: Request) -> bool:
 
 def remember_login(response: Response, request: Request, principal: Principal) -> None:
     """Open a session for ``principal`` (just authenticated by its token) and set its cookie."""
+    admin_secret, lifetime = get_settings(request).admin_secret, timedelta(seconds=MAX_AGE_S)
     with get_db(request).session() as session:
-        secret = open_session(session, principal, _admin_secret(request), timedelta(seconds=MAX_AGE_S))
+        secret = open_session(session, principal, admin_secret, lifetime)
     response.set_cookie(
         COOKIE,
         secret,

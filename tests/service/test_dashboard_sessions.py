@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.auth import Principal, create_token
+from service.auth import ADMIN, Principal, create_token
 from service.dashboard_sessions import close_session, open_session, session_principal
 from service.db.session import Database
 
-ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
 HOUR = timedelta(hours=1)
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from sqlalchemy import event, select
 
 from intelliperf.contract import JobSpec
-from service.auth import Principal
+from service.auth import ADMIN
 from service.db.models import Job, JobEvent
 from service.db.session import Database
 from service.jobs import submit
@@ -17,7 +17,6 @@ from service.jobs import submit
 SPEC = JobSpec.model_validate(
     {"repository": {"url": "https://github.com/acme/kernels.git"}, "applications": [{"command": "./app"}]}
 )
-ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
 
 
 @contextmanager

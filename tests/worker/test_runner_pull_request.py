@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from intelliperf.contract import JobSpec
 from intelliperf.testing.fake_github import FakeGitHub
-from service.auth import Principal
+from service.auth import ADMIN
 from service.db.migrate import upgrade
 from service.db.models import Job, JobEvent
 from service.db.session import Database
@@ -28,7 +28,6 @@ from worker.runner import JobRunner
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "benchmarks" / "results" / "loop" / "transpose_bank" / "report.json"
 TOKEN = "ghp_runner_secret_token_0123"
-ADMIN = Principal(token_id=None, name="admin", repositories=("*",))
 
 
 class RecordedEngine:
