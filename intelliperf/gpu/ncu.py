@@ -1,15 +1,21 @@
 """The counter pass: run Nsight Compute on the top kernels, read its pages as CSV, parse them.
 
 One ncu run per application profiles the first launch of every top kernel with the formulas'
-metrics plus the SourceCounters section (per-instruction counters and warp-stall samples,
-attributed to source lines through -lineinfo). `--clock-control none` always: the card's clocks
-are never touched.
+metrics plus our own source section (ncu_sections/IntelliPerfSource.section: the per-instruction
+counters and warp-stall samples the formulas read, attributed to source lines through -lineinfo).
+`--clock-control none` always: the card's clocks are never touched.
 
-The source page (CUDA lines with their SASS instructions and every per-instruction counter) is
-printed by the profiling run itself into ncu's log file: measured on an H100, that adds about 0.1 s
-where exporting it from the report afterwards took 1.6 s. The raw page (kernel-level metrics) is
-exported from the report; the SASS-only page only when some kernel has no line info, since the
-source page leaves such kernels out.
+What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/counter_pass.py`):
+- the source page (CUDA lines with their SASS instructions and every per-instruction counter) is
+  printed by the profiling run itself into ncu's log file: about 0.1 s, where exporting it from the
+  report afterwards took 1.3 to 1.6 s;
+- `--section-folder` names our folder of one section, so ncu loads neither the sections nor the
+  rule scripts it ships, and `--apply-rules no`: together 0.3 to 0.5 s per run;
+- the raw page (kernel-level metrics) is read from the report by ncu's own Python report reader
+  (ncu_raw_page.py, 0.23 to 0.28 s) instead of exported by ncu (0.56 to 0.69 s); the export stays
+  for an ncu installed without that reader.
+The SASS-only page is exported only when some kernel has no line info, since the source page leaves
+such kernels out.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import csv
 import io
 import os
 import re
+import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +46,14 @@ __all__ = [
     "parse_number",
     "parse_raw_csv",
     "profile_command",
+    "read_raw_page",
+    "report_reader_dir",
     "run_ncu",
 ]
 
-SOURCE_SECTION = "SourceCounters"
+SOURCE_SECTION = "IntelliPerfSource"
+SECTION_FOLDER = Path(__file__).with_name("ncu_sections")
+RAW_PAGE_READER = Path(__file__).with_name("ncu_raw_page.py")
 
 # Kernels are named by their mangled names on every page, the one form the tracer and ncu print alike.
 _MANGLED = ("--print-kernel-base", "mangled")
@@ -96,8 +108,12 @@ def profile_command(
         *kernel_id_filter(kernel_names),
         "--metrics",
         ",".join(metrics),
+        "--section-folder",
+        str(SECTION_FOLDER),
         "--section",
         SOURCE_SECTION,
+        "--apply-rules",
+        "no",
         "--import-source",
         "yes",
         *SOURCE_PAGE,
@@ -151,6 +167,49 @@ def export_page(ncu: str, report: Path, page: str, *extra: str, timeout_s: float
     if not result.ok:
         raise ProfileError(
             f"exporting the {page} page of {report.name} failed: {describe_exit(result.returncode)}",
+            log_tail=tail(result.output),
+        )
+    return result.stdout
+
+
+def report_reader_dir(ncu: str, *, opt: Path = Path("/opt/nvidia/nsight-compute")) -> Path | None:
+    """The folder of ncu's Python report reader (`<install>/extras/python/ncu_report.py`), if present.
+
+    `ncu` may be Nsight Compute itself or the CUDA toolkit's `bin/ncu` wrapper script, which runs the
+    newest of `/opt/nvidia/nsight-compute/<version>` and `<toolkit>/nsight-compute-<version>`: the same
+    installation is looked for here."""
+    found = shutil.which(ncu)
+    if found is None:
+        return None
+    binary = Path(found).resolve()
+    candidates = [binary.parent]
+    versions = [*opt.glob("*"), *binary.parent.parent.glob("nsight-compute-*")]
+    candidates += sorted(versions, key=lambda path: _version(path.name.removeprefix("nsight-compute-")))[::-1]
+    for install in candidates:
+        folder = install / "extras" / "python"
+        if (folder / "ncu_report.py").is_file():
+            return folder
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def read_raw_page(ncu: str, report: Path, *, timeout_s: float = 300) -> str:
+    """The raw page of ``report`` as CSV: read with ncu's report reader, else exported by ncu."""
+    reader = report_reader_dir(ncu)
+    if reader is None:
+        return export_page(ncu, report, *EXPORTS[RAW_PAGE], timeout_s=timeout_s)
+    result = run_process(
+        [sys.executable, "-I", str(RAW_PAGE_READER), str(report), str(reader)],
+        cwd=report.parent,
+        timeout_s=timeout_s,
+    )
+    if not result.ok:
+        raise ProfileError(
+            f"reading the raw page of {report.name} with {reader / 'ncu_report.py'} failed: "
+            f"{describe_exit(result.returncode, result.timed_out, timeout_s)}",
             log_tail=tail(result.output),
         )
     return result.stdout

@@ -15,7 +15,7 @@ from formulas.base import KernelProfile
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
-from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, run_ncu
+from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, read_raw_page, run_ncu
 from intelliperf.gpu.ncu_source import kernels_without_line_info
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
 from intelliperf.gpu.proton import run_regions
@@ -85,18 +85,13 @@ class NvidiaBackend(GpuBackend):
                 timeout_s=timeout_s,
             )
             # The SASS page only where the source page leaves kernels out (built without -lineinfo).
-            wanted = [RAW_PAGE, SASS_PAGE] if kernels_without_line_info(run.log) else [RAW_PAGE]
-            with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
-                futures = {
-                    name: pool.submit(
-                        export_page,
-                        ncu,
-                        run.report,
-                        *EXPORTS[name],
-                        timeout_s=self.settings.export_timeout_s,
+            timeout = self.settings.export_timeout_s
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                futures = {RAW_PAGE: pool.submit(read_raw_page, ncu, run.report, timeout_s=timeout)}
+                if kernels_without_line_info(run.log):
+                    futures[SASS_PAGE] = pool.submit(
+                        export_page, ncu, run.report, *EXPORTS[SASS_PAGE], timeout_s=timeout
                     )
-                    for name in wanted
-                }
                 texts = {LOG_FILE: run.log, **{name: future.result() for name, future in futures.items()}}
         if self.record is not None:
             self.record.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,78 @@
+"""On the GPU: the counter pass's pages from one real report, as the product reads them.
+
+The raw page read with ncu's report reader agrees with ncu's own export of the same report, and the source
+page our section makes the profiling run print has every column the formulas read, for each of the eight
+instantiations of tile_sums' template kernel (kernels named by their mangled names).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import formulas.atomic_contention as atomic_contention
+import formulas.branch_divergence as branch_divergence
+from accordo.trace import run_traced
+from formulas.bank_conflict import BankConflict
+from formulas.memory_access import MemoryAccess
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.engine.diagnose import targets_of
+from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.ncu import (
+    EXPORTS,
+    RAW_PAGE,
+    export_page,
+    parse_raw_csv,
+    read_raw_page,
+    report_reader_dir,
+    run_ncu,
+)
+from intelliperf.gpu.ncu_source import parse_cuda_sass_view
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tile_sums"
+COLUMNS = (
+    atomic_contention.SAMPLES,
+    atomic_contention.EXECUTED,
+    branch_divergence.THREADS_EXECUTED,
+    BankConflict.excessive_column,
+    BankConflict.ideal_column,
+    MemoryAccess.excessive_column,
+    MemoryAccess.total_column,
+)
+
+
+def test_pages_of_one_report(tmp_path: Path) -> None:
+    subprocess.run(["make", "-C", str(EXAMPLE), "-s"], check=True)
+    argv = ["./bin/tile_sums"]
+    names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=EXAMPLE, timeout_s=300).stats), 10)]
+    assert len(names) >= 8
+    run = run_ncu(
+        "ncu",
+        argv,
+        cwd=EXAMPLE,
+        kernel_names=names,
+        metrics=metrics_for(formulas_for("auto"), "sm_90"),
+        workdir=tmp_path,
+        timeout_s=300,
+    )
+    assert report_reader_dir("ncu") is not None, (
+        "ncu's report reader (extras/python/ncu_report.py) is missing"
+    )
+    read = parse_raw_csv(read_raw_page("ncu", run.report))
+    exported = parse_raw_csv(export_page("ncu", run.report, *EXPORTS[RAW_PAGE]))
+    assert sorted(k.name for k in read) == sorted(names)
+    assert [k.name for k in read] == [k.name for k in exported]
+    for mine, theirs in zip(read, exported, strict=True):
+        numeric = {name: value for name, value in theirs.metrics.items() if name in mine.metrics}
+        assert len(numeric) > 100
+        for name, value in numeric.items():
+            assert mine.metrics[name] == pytest.approx(value, rel=1e-3, abs=0.006), (mine.name, name)
+    views = parse_cuda_sass_view(run.log)
+    assert set(names) <= set(views)
+    header = next(line for line in run.log.splitlines() if line.startswith('"Line No"'))
+    for column in COLUMNS:
+        assert f'"{column}"' in header, column
