@@ -57,6 +57,8 @@ HASHED: tuple[str, ...] = (
     "intelliperf/gpu/**/*.py",
     "intelliperf/engine/judge.py",
     "intelliperf/engine/candidate.py",
+    # the engine's one entry point: it picks the GPU backend, the model and the judge for every job
+    "intelliperf/engine/entry.py",
     # the GPU tests and the programs they build
     "tests/**/test_gpu_*.py",
     "tests/accordo/*.cu",

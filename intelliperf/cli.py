@@ -14,7 +14,7 @@ from rich.console import Console
 
 from intelliperf import __version__
 from intelliperf.contract import Application, JobSpec, LlmSettings, Report, Tolerances
-from intelliperf.errors import IntelliPerfError, ProfileError, SpecError
+from intelliperf.errors import IntelliPerfError, SpecError
 
 app = typer.Typer(
     name="intelliperf",
@@ -178,33 +178,12 @@ def run(
         )
         check_writable(output_file, "-o/--output_file")
         check_writable(summary_file, "--summary_file")
-        from formulas.registry import get
         from intelliperf.console import ConsoleProgress, render_report
-        from intelliperf.engine.job import check_optimizable, run_job
-        from intelliperf.gpu.select import backend_for
+        from intelliperf.engine.entry import run_spec
 
-        if spec.formula not in ("auto", "diagnoseOnly"):
-            get(spec.formula)
-        proposer = None
-        if spec.optimizes and replay is None:
-            from intelliperf.llm.client import check_credentials
-            from intelliperf.llm.proposer import DspyProposer
-
-            check_optimizable(spec)
-            check_credentials(spec.llm)
-            proposer = DspyProposer(spec.llm)
-        try:
-            backend = backend_for(replay)
-        except ProfileError as error:  # only a recording can fail here: a bad --replay folder
-            raise SpecError(f"--replay: {error.message}", hint="give a folder `--record` wrote") from None
         progress = ConsoleProgress(stderr)
-        report = run_job(
-            spec, backend=backend, project=project_directory, proposer=proposer, progress=progress
-        )
+        report = run_spec(spec, project_directory, progress=progress, replay=replay)
         progress.close()
-        if replay is not None and spec.optimizes:
-            note = "the optimization loop validates rewrites on the GPU: --replay diagnoses only"
-            report = report.model_copy(update={"warnings": [*report.warnings, note]})
         render_report(report, stdout)
         if output_file is not None:
             output_file.write_text(report.model_dump_json(indent=2))

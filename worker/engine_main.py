@@ -36,36 +36,11 @@ class JsonLinesProgress:
 
 
 def run(spec: JobSpec, project: Path, out: Path) -> int:
-    from intelliperf.engine.job import check_optimizable, run_job
-    from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge, is_loop_recording
-    from intelliperf.gpu.select import backend_for
+    from intelliperf.engine.entry import run_spec
     from intelliperf.summary import render_summary
 
     replay = project / spec.replay if spec.replay else None
-    optimize = spec.optimizes
-    replayed_loop = replay is not None and is_loop_recording(replay)
-    proposer = None
-    if optimize and (replay is None or replayed_loop):
-        from intelliperf.llm.client import check_credentials
-        from intelliperf.llm.proposer import DspyProposer
-
-        check_optimizable(spec)
-        check_credentials(spec.llm)
-        proposer = DspyProposer(spec.llm)
-    extra = {}
-    if replayed_loop:
-        assert replay is not None
-        backend = CandidateCounters(replay / "original", replay / "fixed")
-        extra["judge_factory"] = RecordedJudge.factory(replay)
-        emit("log", message=f"replaying the GPU's verdicts and counters recorded in {spec.replay}")
-    else:
-        backend = backend_for(replay)
-    report = run_job(
-        spec, backend=backend, project=project, proposer=proposer, progress=JsonLinesProgress(), **extra
-    )
-    if replay is not None and optimize and not replayed_loop:
-        note = "the optimization loop validates rewrites on the GPU: a replayed profile is diagnosed only"
-        report = report.model_copy(update={"warnings": [*report.warnings, note]})
+    report = run_spec(spec, project, progress=JsonLinesProgress(), replay=replay)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2))
     (out / "summary.md").write_text(render_summary(report))

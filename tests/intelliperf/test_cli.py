@@ -60,7 +60,8 @@ def test_run_prints_the_table_and_writes_the_report(tmp_path: Path) -> None:
         assert f"✓ {stage}" in result.stderr
     report = Report.model_validate_json(output.read_text())
     assert report.selected is not None and report.selected.formula == "bankConflict"
-    assert any("--replay diagnoses only" in w for w in report.warnings) and report.optimization is None
+    assert any("a replayed profile is diagnosed only" in w for w in report.warnings)
+    assert report.optimization is None
 
 
 def test_summary_file_is_the_markdown_of_the_report(tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ def test_missing_application_command_and_project() -> None:
 def test_replay_of_a_folder_that_is_not_a_recording_is_bad_input(tmp_path: Path) -> None:
     result = intelliperf("run", "--replay", str(tmp_path), "--", "./a")
     assert result.returncode == SpecError.exit_code, result.stderr
-    assert "--replay:" in result.stderr and "is not a recorded profile: missing trace.jsonl" in result.stderr
+    assert "replay: " in result.stderr and "is not a recorded profile: missing trace.jsonl" in result.stderr
 
 
 def test_validate_refuses_an_output_file_it_could_not_write(tmp_path: Path) -> None:

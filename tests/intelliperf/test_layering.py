@@ -36,3 +36,20 @@ def test_the_check_sees_an_import_of_the_test_doubles(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from intelliperf.testing.scripted_llm import ScriptedLLM\n")
     assert "intelliperf.testing.scripted_llm" in imported_modules(module)
+
+
+ENGINE_PARTS = (
+    "intelliperf.engine.job",
+    "intelliperf.gpu.select",
+    "intelliperf.llm.proposer",
+    "intelliperf.llm.client",
+    "intelliperf.engine.recorded_loop",
+)
+
+
+def test_the_cli_and_the_worker_drive_the_engine_only_through_run_spec() -> None:
+    """One engine entry point: neither front end builds a backend, a proposer or a judge of its own."""
+    for front in (ROOT / "intelliperf" / "cli.py", ROOT / "worker" / "engine_main.py"):
+        imported = imported_modules(front)
+        assert "intelliperf.engine.entry" in imported, front
+        assert not imported & set(ENGINE_PARTS), (front, imported & set(ENGINE_PARTS))

@@ -1,0 +1,59 @@
+"""`run_spec`, the engine's one entry point, on recordings from the GPU machine (no GPU here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from intelliperf.contract import Application, JobSpec, LlmSettings
+from intelliperf.engine.entry import REPLAY_DIAGNOSES_ONLY, run_spec
+from intelliperf.errors import LlmError, SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = ROOT / "tests" / "fixtures" / "gpu"
+EXAMPLES = ROOT / "examples"
+
+
+def spec(formula: str = "diagnoseOnly", **fields: object) -> JobSpec:
+    return JobSpec(applications=[Application(command=["./app"])], formula=formula, **fields)
+
+
+def test_a_replayed_profile_is_diagnosed_and_selected() -> None:
+    report = run_spec(
+        spec("diagnoseOnly"), EXAMPLES / "transpose_bank", replay=RECORDED / "transpose_bank" / "original"
+    )
+    found = {d.formula for d in report.diagnoses if d.present}
+    assert found == {"bankConflict"}, found
+    assert REPLAY_DIAGNOSES_ONLY not in report.warnings  # nothing was asked that replay cannot do
+
+
+def test_an_optimizing_spec_on_a_replayed_profile_is_diagnosed_only_and_says_so() -> None:
+    """No model is asked and no credentials are needed: the loop's verdicts need the GPU."""
+    job = spec("auto", llm=LlmSettings(provider="openai", model="gpt-4o"))
+    report = run_spec(job, EXAMPLES / "transpose_bank", replay=RECORDED / "transpose_bank" / "original")
+    assert REPLAY_DIAGNOSES_ONLY in report.warnings and report.optimization is None
+
+
+def test_optimizing_without_credentials_fails_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    job = spec("auto", build_command="make", llm=LlmSettings(provider="openai", model="gpt-4o"))
+    with pytest.raises(LlmError, match="no key for the LLM provider"):
+        run_spec(job, ROOT / "no-such-project")  # the project is never looked at
+
+
+def test_optimizing_a_compiled_app_without_a_build_command_fails_before_any_work() -> None:
+    with pytest.raises(SpecError, match="build_command"):
+        run_spec(spec("auto"), ROOT / "no-such-project")
+
+
+def test_a_folder_that_is_no_recording_is_a_spec_error(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"replay: .*not a recorded profile"):
+        run_spec(spec(), EXAMPLES / "transpose_bank", replay=tmp_path)
+
+
+def test_a_spec_of_two_applications_is_refused_with_the_way_to_run_each() -> None:
+    job = JobSpec(applications=[Application(command=["./a"]), Application(command=["./b"])])
+    with pytest.raises(SpecError, match="one application at a time; this spec has 2") as error:
+        run_spec(job, EXAMPLES / "transpose_bank", replay=RECORDED / "transpose_bank" / "original")
+    assert "for_application" in (error.value.hint or "")
