@@ -16,7 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ArchiveError", "ArchiveLimits", "extract_project"]
+__all__ = ["ArchiveError", "ArchiveLimits", "check_project", "extract_project"]
+
+
+MAX_NAME_BYTES = 255
+"""The longest file name Linux file systems take (NAME_MAX): checked up front, not found by extracting."""
 
 
 class ArchiveError(ValueError):
@@ -37,6 +41,8 @@ def _member_path(member: tarfile.TarInfo) -> PurePosixPath:
         raise ArchiveError(f"{name!r}: absolute paths are not allowed in the project archive")
     if ".." in path.parts:
         raise ArchiveError(f"{name!r}: '..' is not allowed in the project archive")
+    if any(len(part.encode()) > MAX_NAME_BYTES for part in path.parts):
+        raise ArchiveError(f"{name!r}: a file or folder name is longer than {MAX_NAME_BYTES} bytes")
     return path
 
 
@@ -71,6 +77,21 @@ def _checked_members(archive: tarfile.TarFile, limits: ArchiveLimits) -> list[ta
     if not members:
         raise ArchiveError("the archive is empty")
     return members
+
+
+def check_project(data: bytes, limits: ArchiveLimits | None = None) -> int:
+    """Every rule extract_project enforces, checked without writing a byte: the members' declared sizes
+    are summed from their headers as the stream is read, so an archive that would expand past
+    ``limits.max_bytes`` is refused at the member that crosses it, before anything is unpacked.
+    Returns the number of members."""
+    limits = limits or ArchiveLimits()
+    if len(data) > limits.max_upload_bytes:
+        raise ArchiveError(f"the upload is {len(data)} bytes; the limit is {limits.max_upload_bytes}")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            return len(_checked_members(archive, limits))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"not a readable tar.gz archive: {exc}") from None
 
 
 def extract_project(data: bytes, destination: Path, limits: ArchiveLimits | None = None) -> Path:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
@@ -25,7 +22,7 @@ from service.api.deps import (
     principal_or_401,
 )
 from service.api.schemas import JobDetail, JobList, JobSummary
-from service.archive import ArchiveError, ArchiveLimits, extract_project
+from service.archive import ArchiveError, ArchiveLimits, check_project
 from service.auth import Principal, check_scope
 from service.db.models import FINISHED, JOB_STATES, Job
 from service.events import event_stream_response
@@ -118,19 +115,17 @@ async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[Job
 
 
 def _check_archive(data: bytes, settings: ServiceSettings) -> None:
-    """Extract into a scratch folder with every safety check, so a hostile archive is refused now."""
+    """Every safety rule of the worker's extraction, checked now without unpacking (off the event loop), so a
+    hostile archive is refused at submit and the service's disk never holds an upload's content."""
     limits = ArchiveLimits(
         max_upload_bytes=settings.max_upload_bytes,
         max_bytes=settings.max_archive_bytes,
         max_members=settings.max_archive_members,
     )
-    scratch = Path(tempfile.mkdtemp(prefix="intelliperf-upload-"))
     try:
-        extract_project(data, scratch / "project", limits)
+        check_project(data, limits)
     except ArchiveError as exc:
         raise _invalid("archive", str(exc)) from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _record(

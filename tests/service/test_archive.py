@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import re
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from service.archive import ArchiveError, ArchiveLimits, extract_project
+from service.archive import ArchiveError, ArchiveLimits, check_project, extract_project
 
 
 def archive(
@@ -93,12 +95,67 @@ def test_size_and_member_limits(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_member_is_refused_without_naming_the_servers_folders(tmp_path: Path) -> None:
-    """A name the file system refuses (one path component over 255 bytes): the OS error names the full
-    server path; the uploader is told the member only."""
+    """A member the file system refuses (a file inside what is already a file): the OS error names the
+    full server path; the uploader is told the member only."""
     scratch = tmp_path / "server-scratch-folder"
     with pytest.raises(ArchiveError) as refused:
-        extract_project(archive(("src/" + "k" * 300 + ".cu", "x")), scratch / "project")
+        extract_project(archive(("src/k.cu", "x"), ("src/k.cu/inner.cu", "y")), scratch / "project")
     message = str(refused.value)
-    assert "not a readable tar.gz archive" in message and "k" * 300 in message
+    assert "not a readable tar.gz archive" in message and "k.cu" in message
     assert str(tmp_path) not in message and "server-scratch-folder" not in message
     assert leftovers(scratch) == []
+
+
+def test_a_name_no_file_system_takes_is_refused_by_its_rule(tmp_path: Path) -> None:
+    data = archive(("src/" + "k" * 300 + ".cu", "x"))
+    for check in (lambda: check_project(data), lambda: extract_project(data, tmp_path / "p")):
+        with pytest.raises(ArchiveError, match="a file or folder name is longer than 255 bytes"):
+            check()
+
+
+def test_the_check_at_submit_enforces_the_extractions_rules_without_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the API runs on every upload: the same refusals as the worker's extraction, no file written."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    limits = ArchiveLimits(max_bytes=100_000, max_members=10)
+    refused = {
+        "exceeds 100000 bytes uncompressed": archive(("proj/zeros.bin", b"\0" * 200_000)),
+        "more than 10 members": archive(*((f"proj/f{i}", "x") for i in range(11))),
+        "leaves the project": archive(("proj/a", "x"), links={"proj/l": ("../../etc/passwd", True)}),
+        "'..' is not allowed": archive(("proj/../x", "x")),
+        "not a readable tar.gz archive": b"not a tar.gz at all",
+    }
+    for reason, data in refused.items():
+        with pytest.raises(ArchiveError, match=re.escape(reason)):
+            check_project(data, limits)
+    assert check_project(archive(("proj", None), ("proj/k.cu", "x")), limits) == 2
+    assert leftovers(tmp_path) == []
+
+
+def test_a_zero_bomb_is_refused_at_the_member_that_crosses_the_limit() -> None:
+    """510 KB that expand to 500 MiB (the issue's upload): refused from the member's header, the content
+    never unpacked anywhere."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=9) as tar:
+        info = tarfile.TarInfo("proj/zeros.bin")
+        info.size = 500 * 2**20
+        tar.addfile(info, _Zeros(info.size))
+    data = buffer.getvalue()
+    assert len(data) < 1_000_000
+    with pytest.raises(ArchiveError, match="exceeds 268435456 bytes uncompressed"):
+        check_project(data, ArchiveLimits(max_bytes=256 * 2**20))
+
+
+class _Zeros(io.RawIOBase):
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+    def readable(self) -> bool:
+        return True
