@@ -26,6 +26,8 @@ from rich.table import Table
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from service.settings import ServiceSettings
+
 __all__ = ["register"]
 
 stdout = Console(width=None if sys.stdout.isatty() else 160)
@@ -177,6 +179,11 @@ def _kept_secret(configured: SecretStr | None, token_file: Path) -> str:
     return secret
 
 
+def uvicorn_options(settings: ServiceSettings) -> dict[str, object]:
+    """How the server treats proxies: forwarded headers only from the proxies the operator trusts."""
+    return {"proxy_headers": True, "forwarded_allow_ips": settings.forwarded_allow_ips}
+
+
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on")] = 8000,
@@ -219,7 +226,7 @@ def serve(
             f"admin token: in {settings.data_dir / 'admin-token'} (set INTELLIPERF_ADMIN_TOKEN to choose)"
         )
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.run(app, host=host, port=port, log_level="info", **uvicorn_options(settings))
     finally:
         for process in workers:
             process.terminate()

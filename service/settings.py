@@ -45,6 +45,17 @@ class ServiceSettings(BaseSettings):
         default=60.0, gt=0, description="A worker whose last heartbeat is older than this is presumed dead"
     )
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often workers report")
+    secure_cookies: bool = Field(
+        default=False,
+        description="Mark the dashboard's session cookie Secure whatever scheme the service sees; set it "
+        "when users reach the service over HTTPS through a proxy that is not in forwarded_allow_ips",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="Proxies whose X-Forwarded-Proto and X-Forwarded-For the service believes "
+        "(comma-separated addresses or networks, or '*'): a request they forward over HTTPS gets a Secure "
+        "cookie",
+    )
     fleet_cache_s: float = Field(
         default=5.0, ge=0, description="How long submissions reuse one reading of the queues workers serve"
     )

@@ -82,6 +82,11 @@ def same_origin(request: Request) -> bool:
     return f"{parts.scheme}://{parts.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
 
 
+def _secure(request: Request) -> bool:
+    """HTTPS as the service sees it (a trusted proxy's X-Forwarded-Proto included), or the operator's word."""
+    return get_settings(request).secure_cookies or request.url.scheme == "https"
+
+
 def remember_login(response: Response, request: Request, principal: Principal) -> None:
     """Open a session for ``principal`` (just authenticated by its token) and set its cookie."""
     admin_secret, lifetime = get_settings(request).admin_secret, timedelta(seconds=MAX_AGE_S)
@@ -94,7 +99,7 @@ def remember_login(response: Response, request: Request, principal: Principal) -
         path="/",
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=_secure(request),
     )
 
 
@@ -104,6 +109,4 @@ def clear_login(response: Response, request: Request) -> None:
     if secret and len(secret) <= MAX_TOKEN_CHARS:
         with get_db(request).session() as session:
             close_session(session, secret)
-    response.delete_cookie(
-        COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
-    )
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request))

@@ -26,6 +26,7 @@ import uvicorn
 
 from intelliperf.testing.databases import flushed_redis_database, fresh_postgres_database
 from service.api.app import create_app
+from service.cli import uvicorn_options
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.settings import ServiceSettings
@@ -129,7 +130,9 @@ def serve(settings: ServiceSettings, *, dispatch: bool = True) -> Iterator[LiveS
     """The real app under a real uvicorn server on 127.0.0.1, in a thread of this process."""
     app = create_app(settings, dispatch=dispatch)
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **uvicorn_options(settings)
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -18,7 +18,8 @@ from service.dashboard.session import COOKIE
 from service.db.models import Job
 from service.db.session import Database
 from service.jobs import add_event, finish
-from tests.service.conftest import ADMIN, LiveService
+from service.settings import ServiceSettings
+from tests.service.conftest import ADMIN, LiveService, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "benchmarks/results/loop/transpose_bank/report.json").read_text())
@@ -249,3 +250,35 @@ def test_user_supplied_text_is_escaped_everywhere(live: LiveService, database: D
     assert "href" not in markdown  # the javascript: link stays text
     assert "<sub onclick" not in markdown and "&lt;sub onclick=alert(1)&gt;" in markdown
     assert "<b>bold</b>" not in job_page and "+&lt;b&gt;bold&lt;/b&gt;" in job_page
+
+
+@pytest.mark.parametrize(
+    ("trusted", "always", "expected"),
+    [
+        ("127.0.0.1", False, True),  # the proxy (here: this test, on 127.0.0.1) is trusted: HTTPS seen
+        ("10.9.9.9", False, False),  # an untrusted hop's X-Forwarded-Proto is ignored: plain HTTP seen
+        ("10.9.9.9", True, True),  # the operator says users come over HTTPS
+    ],
+)
+def test_the_cookie_is_secure_behind_a_tls_proxy(
+    settings: ServiceSettings, trusted: str, always: bool, expected: bool
+) -> None:
+    """A TLS-terminating proxy forwards plain HTTP with X-Forwarded-Proto: https (the real uvicorn server,
+    with the options `intelliperf serve` gives it)."""
+    tuned = settings.model_copy(update={"forwarded_allow_ips": trusted, "secure_cookies": always})
+    with serve(tuned) as live, browser(live) as client:
+        response = client.post(
+            "/login",
+            data={"token": ADMIN, "next": "/"},
+            headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"},
+        )
+        assert response.status_code == 303
+        attributes = [part.strip().lower() for part in response.headers["set-cookie"].split(";")]
+        assert ("secure" in attributes) is expected
+        session = response.cookies[COOKIE]
+        client.cookies.clear()  # a Secure cookie is not sent over plain HTTP: send it as the proxy would
+        logout = client.post(
+            "/logout", headers={"Cookie": f"{COOKIE}={session}", "X-Forwarded-Proto": "https"}
+        )
+        dropped = [part.strip().lower() for part in logout.headers["set-cookie"].split(";")]
+        assert ("secure" in dropped) is expected
