@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -127,40 +128,81 @@ def _summary(job: dict[str, Any], report: dict[str, Any] | None, service_url: st
     return "\n\n".join(parts)
 
 
-def _diff_file(inputs: ActionInputs) -> str:
-    return Path(inputs.report_file).with_suffix("").as_posix() + ".diff"
-
-
 def _own_files(inputs: ActionInputs) -> frozenset[str]:
-    """The report and diff an earlier run of the Action left in the workspace: not the project's."""
-    return frozenset(Path(p).as_posix() for p in (inputs.report_file, _diff_file(inputs)))
+    """The report and diff an earlier run of the Action left in the workspace (for one application, the
+    name an earlier run with several did not use): not the project's."""
+    report = Path(inputs.report_file)
+    return frozenset(p.as_posix() for p in (report, report.with_suffix(".diff")))
 
 
-def _write_report(
-    flow: Workflow,
-    inputs: ActionInputs,
-    github: GithubContext,
-    job: dict[str, Any],
-    report: dict[str, Any] | None,
-    diff: str | None,
-) -> None:
+def _report_paths(inputs: ActionInputs, names: list[str]) -> list[str]:
+    """The report file per application: `report_file` itself for one, `<stem>-<n>-<name>.json` for several."""
+    if len(names) == 1:
+        return [inputs.report_file]
+    stem, suffix = Path(inputs.report_file).with_suffix(""), Path(inputs.report_file).suffix or ".json"
+    return [
+        f"{stem.as_posix()}-{index + 1}-{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:60]}{suffix}"
+        for index, name in enumerate(names)
+    ]
+
+
+def _write_files(
+    github: GithubContext, report_file: str, report: dict[str, Any] | None, diff: str | None
+) -> tuple[str, str]:
     report_path = ""
     if report is not None:
-        path = Path(github.workspace) / inputs.report_file
+        path = Path(github.workspace) / report_file
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         report_path = str(path)
     diff_path = ""
     if diff:
-        path = Path(github.workspace) / _diff_file(inputs)
+        path = Path(github.workspace) / (Path(report_file).with_suffix("").as_posix() + ".diff")
         path.write_text(diff, encoding="utf-8")
         diff_path = str(path)
-    flow.set_output("status", str(job.get("status", "")))
-    flow.set_output("outcome", str(job.get("outcome") or ""))
-    flow.set_output("speedup", _fmt_speedup(job.get("speedup")))
-    flow.set_output("pr_url", str(job.get("pr_url") or ""))
-    flow.set_output("report", report_path)
-    flow.set_output("diff", diff_path)
+    return report_path, diff_path
+
+
+_WORST_FIRST = ("failed", "cancelled", "queued", "running", "succeeded")
+
+
+def _write_reports(
+    flow: Workflow,
+    inputs: ActionInputs,
+    github: GithubContext,
+    names: list[str],
+    finished: list[tuple[dict[str, Any], dict[str, Any] | None, str | None]],
+) -> None:
+    """Reports and diffs into the workspace; the step's outputs. With several applications the single-valued
+    outputs describe the first one and the worst status; `jobs` lists every application's."""
+    rows = []
+    for (job, report, diff), name, report_file in zip(
+        finished, names, _report_paths(inputs, names), strict=True
+    ):
+        report_path, diff_path = _write_files(github, report_file, report, diff)
+        rows.append(
+            {
+                "application": name,
+                "job_id": str(job.get("id", "")),
+                "status": str(job.get("status", "")),
+                "outcome": str(job.get("outcome") or ""),
+                "speedup": _fmt_speedup(job.get("speedup")),
+                "pr_url": str(job.get("pr_url") or ""),
+                "report": report_path,
+                "diff": diff_path,
+            }
+        )
+    first = rows[0]
+    statuses = [row["status"] for row in rows]
+    worst = min(statuses, key=lambda s: _WORST_FIRST.index(s) if s in _WORST_FIRST else 0)
+    flow.set_output("job_id", " ".join(row["job_id"] for row in rows))
+    flow.set_output("status", worst)
+    flow.set_output("outcome", first["outcome"])
+    flow.set_output("speedup", first["speedup"])
+    flow.set_output("pr_url", first["pr_url"])
+    flow.set_output("report", first["report"])
+    flow.set_output("diff", first["diff"])
+    flow.set_output("jobs", json.dumps(rows))
 
 
 def _verdict(flow: Workflow, inputs: ActionInputs, job: dict[str, Any]) -> int:
@@ -216,58 +258,82 @@ def run(env: Mapping[str, str], *, retry_wait_s: float = 1.0) -> int:
         archive = packed.data
     secrets = {"github_token": inputs.github_token or "", "llm_key": inputs.llm_gateway_key or ""}
     deadline = time.monotonic() + inputs.timeout_minutes * 60
-    job_id: str | None = None
+    # one job per application, each with its own overrides: the service runs one application per job
+    specs = [spec.for_application(app) for app in spec.applications]
+    names = [app.display_name for app in spec.applications]
+    job_ids: list[str] = []
+    finished: list[tuple[dict[str, Any], dict[str, Any] | None, str | None]] = []
     with ServiceClient(inputs.service_url, inputs.service_token) as client:
         try:
-            job, created = client.submit(
-                spec,
-                archive=archive,
-                secrets={k: v for k, v in secrets.items() if v},
-                idempotency_key=key,
-                priority=inputs.priority,
-                retry_wait_s=retry_wait_s,
-            )
-            job_id = str(job["id"])
-            flow.set_output("job_id", job_id)  # now: a step that times out or breaks still names its job
-            flow.line(f"job {job_id} {'submitted' if created else 'already submitted by an earlier try'}")
+            for index, (one, name) in enumerate(zip(specs, names, strict=True)):
+                job, created = client.submit(
+                    one,
+                    archive=archive,
+                    secrets={k: v for k, v in secrets.items() if v},
+                    idempotency_key=key if key is None or len(specs) == 1 else f"{key}:app{index}",
+                    priority=inputs.priority,
+                    retry_wait_s=retry_wait_s,
+                )
+                job_ids.append(str(job["id"]))
+                # now: a step that times out or breaks still names its jobs
+                flow.set_output("job_id", " ".join(job_ids))
+                what = "submitted" if created else "already submitted by an earlier try"
+                flow.line(f"job {job['id']} {what}" + (f" for {name}" if len(specs) > 1 else ""))
+                finished.append((job, None, None))
             if not inputs.wait:
-                _write_report(flow, inputs, github, job, None, None)
-                flow.add_summary(_summary(job, None, inputs.service_url))
+                _write_reports(flow, inputs, github, names, finished)
+                flow.add_summary(
+                    "\n\n".join(_summary(job, None, inputs.service_url) for job, _, _ in finished)
+                )
                 return EXIT_OK
-            previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                with flow.group(f"IntelliPerf job {job_id}: events"):
-                    _follow(client, flow, job_id, deadline, retry_wait_s=retry_wait_s)
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-            job = client.job(job_id)
-            report = client.report(job_id)
-            diff = client.diff(job_id) if job.get("status") == "succeeded" else None
+            finished = []
+            for job_id, name in zip(job_ids, names, strict=True):
+                previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+                try:
+                    title = f"IntelliPerf job {job_id}" + (f" ({name})" if len(specs) > 1 else "")
+                    with flow.group(f"{title}: events"):
+                        _follow(client, flow, job_id, deadline, retry_wait_s=retry_wait_s)
+                finally:
+                    for sig, handler in previous.items():
+                        signal.signal(sig, handler)
+                job = client.job(job_id)
+                report = client.report(job_id)
+                diff = client.diff(job_id) if job.get("status") == "succeeded" else None
+                finished.append((job, report, diff))
         except ServiceError as exc:
             flow.error(str(exc), title="IntelliPerf: service")
             return EXIT_SERVICE
         except _TimedOut:
+            unfinished = job_ids[len(finished) :]
             flow.error(
-                f"IntelliPerf job {job_id} did not finish within timeout_minutes={inputs.timeout_minutes:g}; "
-                "it is cancelled"
+                f"IntelliPerf job {' '.join(unfinished)} did not finish within "
+                f"timeout_minutes={inputs.timeout_minutes:g}; it is cancelled"
             )
-            if _cancel(client, flow, job_id):
+            if all([_cancel(client, flow, job_id) for job_id in unfinished]):
                 flow.set_output("status", "cancelled")
             return EXIT_TIMEOUT
         except _Stopped as exc:
-            flow.warning(f"stopped by {exc}; cancelling IntelliPerf job {job_id}")
-            _cancel(client, flow, job_id)
+            unfinished = job_ids[len(finished) :]
+            flow.warning(f"stopped by {exc}; cancelling IntelliPerf job {' '.join(unfinished)}")
+            for job_id in unfinished:
+                _cancel(client, flow, job_id)
             return 128 + signal.Signals[str(exc)].value
-    flow.line(
-        f"job {job_id}: {job.get('status')}"
-        + (f" ({job['outcome']})" if job.get("outcome") else "")
-        + (f", speedup {_fmt_speedup(job['speedup'])}x" if job.get("speedup") else "")
-        + (f", pull request {job['pr_url']}" if job.get("pr_url") else "")
-    )
-    _write_report(flow, inputs, github, job, report, diff)
-    flow.add_summary(_summary(job, report, inputs.service_url))
-    return _verdict(flow, inputs, job)
+    for (job, _, _), name in zip(finished, names, strict=True):
+        flow.line(
+            f"job {job['id']}"
+            + (f" ({name})" if len(specs) > 1 else "")
+            + f": {job.get('status')}"
+            + (f" ({job['outcome']})" if job.get("outcome") else "")
+            + (f", speedup {_fmt_speedup(job['speedup'])}x" if job.get("speedup") else "")
+            + (f", pull request {job['pr_url']}" if job.get("pr_url") else "")
+        )
+    _write_reports(flow, inputs, github, names, finished)
+    sections = []
+    for (job, report, _), name in zip(finished, names, strict=True):
+        heading = f"## {name}\n\n" if len(specs) > 1 else ""
+        sections.append(heading + _summary(job, report, inputs.service_url))
+    flow.add_summary("\n\n".join(sections))
+    return max(_verdict(flow, inputs, job) for job, _, _ in finished)
 
 
 def _cancel(client: ServiceClient, flow: Workflow, job_id: str | None) -> bool:

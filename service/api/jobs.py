@@ -147,6 +147,12 @@ def _record(
         )
     if len(spec.gpu.queue) > _column_length("queue"):
         raise _invalid("gpu.arch", f"the GPU queue {spec.gpu.queue[:80]!r}… is too long")
+    if len(spec.applications) > 1:
+        raise _invalid(
+            "applications",
+            f"a job runs one application; this spec has {len(spec.applications)}: submit one job per "
+            "application, each with its overrides applied (the IntelliPerf Action does this)",
+        )
     if spec.repository is None and archive is None:
         raise _invalid(
             "repository",

@@ -269,3 +269,35 @@ def test_bad_input_is_named_before_anything_is_sent(workspace: Path) -> None:
     assert error.startswith(
         "::error title=IntelliPerf%3A input applications::input 'applications': applications[0].top_n"
     )
+
+
+def test_each_application_runs_as_its_own_job_with_its_own_formula(
+    stack: LiveService, workspace: Path
+) -> None:
+    """Two applications: two jobs on the real service and worker, each with its overrides, reported one by one
+    in the log, the outputs and the step summary."""
+    applications = [
+        {"command": "./bin/transpose", "name": "transpose", "formula": "bankConflict"},
+        {"command": "./bin/transpose", "name": "strided view", "formula": "memoryAccess", "top_n": 3},
+    ]
+    step = run_action(workspace, stack.url, applications=json.dumps(applications), formula="diagnoseOnly")
+    assert step.returncode == 0, step.log
+    rows = json.loads(step.outputs["jobs"])
+    assert [row["application"] for row in rows] == ["transpose", "strided view"]
+    assert step.outputs["job_id"] == " ".join(row["job_id"] for row in rows)
+    assert len({row["job_id"] for row in rows}) == 2 and step.outputs["status"] == "succeeded"
+    with stack.client() as client:
+        specs = [client.get(f"/v1/jobs/{row['job_id']}").json()["spec"] for row in rows]
+    assert [s["formula"] for s in specs] == ["bankConflict", "memoryAccess"]
+    assert [s["top_n"] for s in specs] == [10, 3]
+    assert [len(s["applications"]) for s in specs] == [1, 1]
+    reports = [json.loads(Path(row["report"]).read_text()) for row in rows]
+    assert Path(rows[0]["report"]).name == "intelliperf-report-1-transpose.json"
+    assert Path(rows[1]["report"]).name == "intelliperf-report-2-strided_view.json"
+    present = [[d["formula"] for d in r["diagnoses"] if d["present"]] for r in reports]
+    assert present == [["bankConflict"], []]  # each job ran only its own formula
+    assert {d["formula"] for d in reports[1]["diagnoses"]} == {"memoryAccess"}
+    for row, name in zip(rows, ("transpose", "strided view"), strict=True):
+        assert f"::group::IntelliPerf job {row['job_id']} ({name}): events" in step.log
+        assert f"job {row['job_id']} submitted for {name}" in step.log
+    assert "## transpose" in step.summary and "## strided view" in step.summary

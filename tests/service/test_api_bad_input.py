@@ -479,3 +479,18 @@ def test_a_refused_submission_keeps_none_of_its_secrets(
         assert counts(db) == (0, 0, 0, 0)
         assert post_spec(client, SPEC, headers=secrets).status_code == 201  # the control
         assert counts(db) == (1, 0, 1, 2)
+
+
+def test_a_spec_of_two_applications_is_refused_at_submit_with_the_way_out(
+    live: LiveService, db: Database
+) -> None:
+    """Accepted, it would be queued and then fail on a GPU node: refused here instead, nothing recorded."""
+    two = {**SPEC, "applications": [{"command": ["./a"]}, {"command": ["./b"]}]}
+    before = counts(db)
+    with live.client() as client:
+        response = post_spec(client, two)
+    assert response.status_code == 422
+    assert locs(response) == [["body", "applications"]]
+    message = errors(response)[0]["msg"]
+    assert "one job per application" in message and "this spec has 2" in message
+    assert counts(db) == before
