@@ -1,54 +1,159 @@
-"""A database that stops taking connections (PostgreSQL told to refuse them, its sessions ended, for
-real): the API answers 503 with Retry-After as JSON, not a plain-text 500, and serves again once the
-database is back, without a restart."""
+"""A database outage for real: a private PostgreSQL server (the machine's own stays untouched) is stopped
+under the running service and started again.
+
+While it is down the API answers 503 with Retry-After and a JSON reason, never a plain-text 500; the Action's
+client retries its submissions (idempotently) through the outage, and afterwards every submission is one
+job: none lost, none duplicated.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import func, select
 
-from service.db.migrate import upgrade
+from intelliperf.action._client import ServiceClient
+from intelliperf.contract import Application, JobSpec, RepositoryRef
+from service.db.models import Job
+from service.db.session import Database
 from service.settings import ServiceSettings
-from tests.service.conftest import PG_ADMIN_URL, serve
-from tests.service.test_dashboard import spec
+from tests.service.conftest import ADMIN, free_port, serve
+
+BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 
 
-@contextmanager
-def outage(database_url: str) -> Iterator[None]:
-    name = database_url.rsplit("/", 1)[1]
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+@dataclass
+class PrivatePostgres:
+    data: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def ctl(self, *args: str) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        _as_postgres(str(BIN[-1] / "pg_ctl"), "-D", str(self.data), "-o", options, "-w", *args)
+
+    def stop(self) -> None:
+        self.ctl("-m", "immediate", "stop")  # as a crash would: no goodbye to the clients
+
+    def start(self) -> None:
+        self.ctl("-l", str(self.data / "server.log"), "start")
+
+
+def _as_postgres(*argv: str) -> None:
+    """PostgreSQL refuses to run as root: run its tools as the postgres user when this process is root."""
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run([*prefix, *argv], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def postgres() -> Iterator[PrivatePostgres]:
+    if not BIN or (os.geteuid() == 0 and shutil.which("runuser") is None):
+        pytest.skip("needs PostgreSQL's server binaries (Debian: postgresql) to run a private server")
+    root = Path(tempfile.mkdtemp(prefix="intelliperf-pg-"))
+    data = root / "data"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+    _as_postgres(str(BIN[-1] / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    server = PrivatePostgres(data, free_port())
+    server.start()
     try:
-        with admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            connection.execute(
-                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :name"),
-                {"name": name},
-            )
-        yield
+        yield server
     finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
-        admin.dispose()
+        with contextlib.suppress(subprocess.CalledProcessError):
+            server.stop()  # already stopped by a failed test: fine
+        shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-def test_a_database_outage_is_a_503_with_retry_after_and_passes(settings: ServiceSettings) -> None:
-    upgrade(settings.resolved_database_url)
-    with serve(settings, dispatch=False) as live, live.client() as client:
-        assert client.post("/v1/jobs", json=spec("acme/kernels")).status_code == 201
-        with outage(settings.resolved_database_url):
-            listed = client.get("/v1/jobs")
-            submitted = client.post("/v1/jobs", json=spec("acme/kernels"))
-        assert listed.status_code == 503, listed.text
-        assert listed.headers["Retry-After"] == "5" and listed.headers["content-type"] == "application/json"
-        assert listed.json() == {"detail": "the service's database is unavailable; retry shortly"}
-        assert submitted.status_code == 503 and "Retry-After" in submitted.headers
-        assert settings.resolved_database_url.rsplit("/", 1)[1] not in listed.text  # no server detail
-        deadline = time.monotonic() + 10
-        while (response := client.get("/v1/jobs")).status_code == 503 and time.monotonic() < deadline:
-            time.sleep(0.2)  # a pooled connection the outage ended fails once, then is replaced
+def _settings(tmp_path: Path, url: str) -> ServiceSettings:
+    return ServiceSettings(
+        data_dir=tmp_path / "data",
+        database_url=url,
+        admin_token=ADMIN,  # type: ignore[arg-type]
+        heartbeat_s=0.5,
+        worker_stale_s=3.0,
+        dispatch_sweep_s=0.5,
+    )
+
+
+def _spec(n: int) -> JobSpec:
+    return JobSpec(
+        repository=RepositoryRef(url="https://github.com/acme/kernels.git"),
+        applications=[Application(command=["./app", str(n)])],
+        formula="diagnoseOnly",
+    )
+
+
+def test_the_api_answers_503_with_retry_after_while_the_database_is_down(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live, live.client() as client:
+        assert client.post("/v1/jobs", json=_spec(0).model_dump(mode="json")).status_code == 201
+        postgres.stop()
+        for method, path in (("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/workers")):
+            body = _spec(1).model_dump(mode="json") if method == "POST" else None
+            response = client.request(method, path, json=body)
+            assert response.status_code == 503, (path, response.status_code, response.text)
+            assert response.headers["content-type"] == "application/json"
+            assert int(response.headers["retry-after"]) > 0
+            assert "database is unavailable" in response.json()["detail"]
+        assert client.get("/readyz").status_code == 503
+        postgres.start()
+        deadline = time.monotonic() + 20
+        while (response := client.get("/v1/jobs")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert response.status_code == 200 and response.json()["total"] == 1
+
+
+def test_submissions_through_an_outage_each_make_exactly_one_job(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """Eight clients submit while the database goes away for about two seconds and comes back."""
+    results: dict[int, tuple[str, bool]] = {}
+    failures: list[BaseException] = []
+    keys = {n: f"outage-{uuid.uuid4().hex}" for n in range(8)}
+
+    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live:
+        postgres.stop()
+
+        def submit(n: int) -> None:
+            try:
+                with ServiceClient(live.url, ADMIN) as client:
+                    job, created = client.submit(
+                        _spec(n), archive=None, secrets={}, idempotency_key=keys[n], retry_wait_s=0.8
+                    )
+                results[n] = (str(job["id"]), created)
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=submit, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(2.0)
+        postgres.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert failures == []
+    assert sorted(results) == list(range(8))
+    assert len({job_id for job_id, _ in results.values()}) == 8
+    db = Database(postgres.url)
+    try:
+        with db.session() as session:
+            assert session.scalar(select(func.count()).select_from(Job)) == 8
+            stored = set(session.scalars(select(Job.idempotency_scope)))
+    finally:
+        db.engine.dispose()
+    assert stored == {f"admin:{key}" for key in keys.values()}
