@@ -15,6 +15,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.orm import Session
+
 from intelliperf.contract import JobSpec, Report
 from service.archive import ArchiveError
 from service.db.models import Job, JobArchive
@@ -44,6 +47,8 @@ OUTCOME_BY_EXIT_CODE = {
     12: "llm_error",
 }
 CANCEL_CHECK_S = 1.0
+DATABASE_DOWN = (OperationalError, InterfaceError)
+"""What SQLAlchemy raises while the database is unreachable, restarting or refusing connections."""
 
 
 def classify(result: ExecutionResult) -> tuple[str, str, str | None]:
@@ -91,6 +96,7 @@ class JobRunner:
         github_api_url: str | None = None,
         github_retries: int = 3,
         github_throttle: bool = True,
+        write_retry_s: float = 3600.0,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -106,6 +112,30 @@ class JobRunner:
         self.github_retries = github_retries
         self.github_throttle = github_throttle
         """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
+        self.write_retry_s = write_retry_s
+        """How long an event or a result that the database refuses is retried (with backoff) before the
+        worker gives up on it; the reaper then takes the job back."""
+
+    def _write(self, what: str, write: Callable[[Session], object]) -> None:
+        """Run ``write`` in its own transaction, again with backoff (0.5 s doubling to 10 s) while the
+        database is down, so an outage delays a job's events and result instead of losing them."""
+        deadline, wait = time.monotonic() + self.write_retry_s, 0.5
+        while True:
+            try:
+                with self.db.session() as session:
+                    write(session)
+                return
+            except DATABASE_DOWN as exc:
+                if time.monotonic() + wait > deadline:
+                    raise
+                log.warning(
+                    "writing %s: the database is unavailable (%s); again in %.1f s",
+                    what,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    wait,
+                )
+                time.sleep(wait)
+                wait = min(wait * 2, 10.0)
 
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
@@ -121,15 +151,13 @@ class JobRunner:
             return self._run_claimed(job)
         except Exception as exc:
             log.exception("job %s failed inside the worker", job_id)
-            with self.db.session() as session:
-                add_event(session, job_id, "log", traceback.format_exc(limit=5))
-                finish(
-                    session,
-                    job_id,
-                    status="failed",
-                    outcome="worker_error",
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+            trace, error = traceback.format_exc(limit=5), f"{type(exc).__name__}: {exc}"
+
+            def failed(session: Session) -> None:
+                add_event(session, job_id, "log", trace)
+                finish(session, job_id, status="failed", outcome="worker_error", error=error)
+
+            self._write(f"job {job_id}'s failure", failed)
             return "failed"
         finally:
             if self.heartbeat:
@@ -141,8 +169,7 @@ class JobRunner:
             with self.db.session() as session:
                 secrets = load_secrets(session, job.id, self.secret_box)
         except SecretError as exc:
-            with self.db.session() as session:
-                finish(session, job.id, status="failed", outcome="worker_error", error=str(exc))
+            self._finish(job.id, status="failed", outcome="worker_error", error=str(exc))
             return "failed"
         # the job's own GitHub token (sent with it) wins over the worker's
         github_token = secrets.get("github_token") or self.github_token(spec)
@@ -153,14 +180,12 @@ class JobRunner:
             try:
                 root = self._fetch(job, spec, Path(scratch) / "src", github_token)
             except (SourceError, ArchiveError, OSError) as exc:
-                with self.db.session() as session:
-                    finish(session, job.id, status="failed", outcome="source_error", error=str(exc))
+                self._finish(job.id, status="failed", outcome="source_error", error=str(exc))
                 return "failed"
             project = root / spec.project_directory
             if not project.is_dir():
-                with self.db.session() as session:
-                    error = f"project_directory {spec.project_directory!r} is not a folder of the project"
-                    finish(session, job.id, status="failed", outcome="bad_spec", error=error)
+                error = f"project_directory {spec.project_directory!r} is not a folder of the project"
+                self._finish(job.id, status="failed", outcome="bad_spec", error=error)
                 return "failed"
             result = self.executor.run(
                 json.dumps(job.spec),
@@ -175,20 +200,21 @@ class JobRunner:
         report, pr_url = result.report, None
         if status == "succeeded" and report is not None:
             report, pr_url = self._pull_request(job.id, spec, report, github_token)
-        with self.db.session() as session:
-            finish(
-                session,
-                job.id,
-                status=status,
-                outcome=outcome,
-                error=error,
-                report=report,
-                diff=(report or {}).get("diff"),  # type: ignore[arg-type]
-                summary=result.summary,
-                speedup=_speedup(report),
-                pr_url=pr_url,
-            )
+        self._finish(
+            job.id,
+            status=status,
+            outcome=outcome,
+            error=error,
+            report=report,
+            diff=(report or {}).get("diff"),
+            summary=result.summary,
+            speedup=_speedup(report),
+            pr_url=pr_url,
+        )
         return status
+
+    def _finish(self, job_id: str, **result: object) -> None:
+        self._write(f"job {job_id}'s result", lambda session: finish(session, job_id, **result))  # type: ignore[arg-type]
 
     def _pull_request(
         self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None
@@ -230,19 +256,17 @@ class JobRunner:
         return checkout(spec.repository, destination, token=token)
 
     def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
-        with self.db.session() as session:
-            add_event(session, job_id, kind, message, stage)
+        self._write(
+            f"an event of job {job_id}", lambda session: add_event(session, job_id, kind, message, stage)
+        )
 
     def _store(self, job_id: str, events: list[EngineEvent]) -> None:
-        with self.db.session() as session:
+        def store(session: Session) -> None:
             for event in events:
-                add_event(
-                    session,
-                    job_id,
-                    "log" if event.kind == "error" else event.kind,
-                    event.message,
-                    event.stage,
-                )
+                kind = "log" if event.kind == "error" else event.kind
+                add_event(session, job_id, kind, event.message, event.stage)
+
+        self._write(f"{len(events)} event(s) of job {job_id}", store)
 
     def _cancel_check(self, job_id: str) -> Callable[[], bool]:
         last = 0.0
@@ -252,8 +276,11 @@ class JobRunner:
             if time.monotonic() - last < CANCEL_CHECK_S:
                 return False
             last = time.monotonic()
-            with self.db.session() as session:
-                job = session.get(Job, job_id)
-                return job is None or job.cancel_requested
+            try:
+                with self.db.session() as session:
+                    job = session.get(Job, job_id)
+                    return job is None or job.cancel_requested
+            except DATABASE_DOWN:
+                return False  # asked again in a second; a cancellation waits for the database
 
         return requested

@@ -28,7 +28,8 @@ from intelliperf.contract import Application, JobSpec, RepositoryRef
 from service.db.models import Job
 from service.db.session import Database
 from service.settings import ServiceSettings
-from tests.service.conftest import ADMIN, free_port, serve
+from tests.service.conftest import ADMIN, celery_worker, free_port, serve, wait_for
+from tests.service.test_worker_flow import REPLAY_SPEC, finished, submit
 
 BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 
@@ -157,3 +158,34 @@ def test_submissions_through_an_outage_each_make_exactly_one_job(
     finally:
         db.engine.dispose()
     assert stored == {f"admin:{key}" for key in keys.values()}
+
+
+def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """A real Celery worker runs a job (its build takes 4 s); the database goes away for 6 s just after the
+    worker picked it up, so the build's events and the engine's run into the outage. The worker retries them
+    with backoff: the job succeeds, nothing is left `running` and no event is missing."""
+    settings = _settings(tmp_path, postgres.url).model_copy(update={"worker_stale_s": 60.0})
+    spec = {**REPLAY_SPEC, "build_command": "sleep 4; echo built"}
+    with (
+        serve(settings) as live,
+        celery_worker(settings, "w-outage", tmp_path / "worker.log"),
+        live.client() as client,
+    ):
+        job_id = submit(client, spec)
+        wait_for(lambda: client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", timeout=30)
+        postgres.stop()
+        time.sleep(6.0)
+        postgres.start()
+        state = wait_for(finished(client, job_id), timeout=90)
+        events = client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"})
+    assert state["status"] == "succeeded", state  # type: ignore[index]
+    assert state["outcome"] == "diagnosed"  # type: ignore[index]
+    # the run that met the outage outlived it: not failed inside the worker and re-run after the reaper
+    assert state["runs"] == 1, state  # type: ignore[index]
+    log = (tmp_path / "worker.log").read_text()
+    assert "the database is unavailable" in log and "failed inside the worker" not in log
+    stages = [line for line in events.text.splitlines() if line.startswith("data:")]
+    for stage in ("build", "timing", "counters", "diagnose"):
+        assert any(f'"stage": "{stage}"' in line or f'"stage":"{stage}"' in line for line in stages), stage
