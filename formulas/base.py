@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from formulas.specs import UnknownArchitectureError
 from intelliperf.contract import Diagnosis, Severity, SourceLine, SourceLocation
 from intelliperf.errors import ProfileError
 
@@ -171,9 +172,22 @@ class Formula(ABC):
             return self.diagnose(kernel)
         except MissingMetricError as missing:
             return self.undecided(kernel, missing.names)
+        except UnknownArchitectureError as unknown:
+            return self.undecided(kernel, (), reason=str(unknown))
 
-    def undecided(self, kernel: KernelProfile, missing: Sequence[str]) -> Diagnosis:
+    def undecided(
+        self, kernel: KernelProfile, missing: Sequence[str], *, reason: str | None = None
+    ) -> Diagnosis:
+        """A diagnosis that makes no claim: metrics without a value, or (``reason``) facts it lacks."""
         names = ", ".join(missing)
+        if reason is None:
+            summary = f"no value for {names}"
+            reason = (
+                f"Nsight Compute reported {names} as n/a or did not report it for this kernel; a missing "
+                "metric is not read as 0"
+            )
+        else:
+            summary = reason
         return Diagnosis(
             kernel=kernel.name,
             formula=self.name,
@@ -182,11 +196,8 @@ class Formula(ABC):
             severity="none",
             estimated_saving_ns=0.0,
             estimated_saving_fraction=0.0,
-            summary=f"Could not decide on {self.title.lower()}: no value for {names}.",
-            reasoning=(
-                f"Nsight Compute reported {names} as n/a or did not report it for this kernel; a missing "
-                "metric is not read as 0, so this formula makes no claim either way"
-            ),
+            summary=f"Could not decide on {self.title.lower()}: {summary}.",
+            reasoning=f"{reason}, so this formula makes no claim either way",
         )
 
     @abstractmethod

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["GpuFacts", "facts_for"]
+__all__ = ["GpuFacts", "UnknownArchitectureError", "facts_for"]
+
+
+class UnknownArchitectureError(LookupError):
+    """No facts measured for this architecture or an older one of its vendor: a formula that needs them says
+    it could not decide rather than reason with another chip's numbers."""
+
+    def __init__(self, arch: str) -> None:
+        self.arch = arch
+        measured = ", ".join(sorted(_FACTS))
+        super().__init__(
+            f"no GPU facts for {arch!r} (measured: {measured}); the formulas have not been calibrated on it"
+        )
 
 
 @dataclass(frozen=True)
@@ -32,9 +45,14 @@ _FACTS = {
 
 
 def facts_for(arch: str) -> GpuFacts:
-    """Facts for `arch`; an unmeasured architecture gets the nearest older measured one."""
+    """Facts for ``arch``: an unmeasured NVIDIA architecture gets the nearest older measured NVIDIA one (its
+    successor keeps warp size, banks and sectors); anything else, an older NVIDIA chip or another vendor's
+    (AMD's gfx942 has 64-wide wavefronts), raises UnknownArchitectureError."""
     if arch in _FACTS:
         return _FACTS[arch]
-    digits = "".join(ch for ch in arch if ch.isdigit())
-    older = [key for key in _FACTS if digits and int(key[3:]) <= int(digits)]
-    return _FACTS[max(older, key=lambda key: int(key[3:]))] if older else _FACTS["sm_90"]
+    nvidia = re.fullmatch(r"sm_?([0-9]+)a?", arch)
+    if nvidia is not None:
+        older = [key for key in _FACTS if int(key[3:]) <= int(nvidia[1])]
+        if older:
+            return _FACTS[max(older, key=lambda key: int(key[3:]))]
+    raise UnknownArchitectureError(arch)

@@ -54,3 +54,29 @@ def test_a_formula_naming_an_unknown_unit_is_refused() -> None:
 
     with pytest.raises(FormulaRegistrationError, match="unknown memory units"):
         validate(Odd, {})
+
+
+def test_gpu_facts_come_from_the_architecture_or_an_older_one_of_its_vendor_never_another_chip() -> None:
+    from formulas.specs import UnknownArchitectureError, facts_for
+
+    assert facts_for("sm_90").warp_size == 32
+    assert facts_for("sm_90a") == facts_for("sm_100") == facts_for("sm_90")  # nearest older measured
+    for arch in ("sm_80", "gfx942", "gfx90a", "hopper"):
+        with pytest.raises(UnknownArchitectureError, match=f"no GPU facts for '{arch}'"):
+            facts_for(arch)
+
+
+def test_a_formula_that_needs_facts_of_an_unknown_architecture_says_it_could_not_decide() -> None:
+    """The atomics formula reasons with the measured same-address atomic time: on gfx942 it has none. The same
+    recorded counters (atomic_reduction on an H100) decide on the chip they were measured on."""
+    from dataclasses import replace
+
+    from formulas.atomic_contention import AtomicContention
+    from tests.recorded import main_profile
+
+    recorded = main_profile("atomic_reduction")
+    on_hopper = AtomicContention().evaluate(recorded)
+    assert on_hopper.decided and on_hopper.present
+    on_amd = AtomicContention().evaluate(replace(recorded, arch="gfx942"))
+    assert on_amd.decided is False and on_amd.present is False and on_amd.estimated_saving_fraction == 0
+    assert "gfx942" in on_amd.summary and "not been calibrated" in on_amd.reasoning
