@@ -64,7 +64,8 @@ def _as_postgres(*argv: str) -> None:
 def postgres() -> Iterator[PrivatePostgres]:
     if not BIN or (os.geteuid() == 0 and shutil.which("runuser") is None):
         pytest.skip("needs PostgreSQL's server binaries (Debian: postgresql) to run a private server")
-    root = Path(tempfile.mkdtemp(prefix="intelliperf-pg-"))
+    # the postgres user must reach its data folder: not under a private (0700) TMPDIR such as scripts/test's
+    root = Path(tempfile.mkdtemp(prefix="intelliperf-pg-", dir="/tmp" if os.geteuid() == 0 else None))
     data = root / "data"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
