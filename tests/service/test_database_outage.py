@@ -135,7 +135,7 @@ def test_submissions_through_an_outage_each_make_exactly_one_job(
             try:
                 with ServiceClient(live.url, ADMIN) as client:
                     job, created = client.submit(
-                        _spec(n), archive=None, secrets={}, idempotency_key=keys[n], retry_wait_s=0.8
+                        _spec(n), archive=None, secrets={}, idempotency_key=keys[n], retry_wait_s=2.0
                     )
                 results[n] = (str(job["id"]), created)
             except BaseException as error:
@@ -164,9 +164,10 @@ def test_submissions_through_an_outage_each_make_exactly_one_job(
 def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
     postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
-    """A real Celery worker runs a job (its build takes 4 s); the database goes away for 6 s just after the
-    worker picked it up, so the build's events and the engine's run into the outage. The worker retries them
-    with backoff: the job succeeds, nothing is left `running` and no event is missing."""
+    """A real Celery worker runs a job (its build takes 4 s); the database goes away for 6 s once the build
+    has started, so the build's events and the engine's run into the outage. The worker retries them with
+    backoff: the job succeeds, nothing is left `running` and no event is missing. (Reading the job's
+    archive and secrets, before the build, does not wait for the database yet.)"""
     settings = _settings(tmp_path, postgres.url).model_copy(update={"worker_stale_s": 60.0})
     spec = {**REPLAY_SPEC, "build_command": "sleep 4; echo built"}
     with (
@@ -175,7 +176,13 @@ def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
         live.client() as client,
     ):
         job_id = submit(client, spec)
-        wait_for(lambda: client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", timeout=30)
+        wait_for(
+            lambda: (
+                '"stage": "build"' in client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"}).text
+            ),
+            timeout=60,
+            interval=0.05,
+        )
         postgres.stop()
         time.sleep(6.0)
         postgres.start()
