@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     RAW_PAGE,
     SASS_PAGE,
     SECTION_FOLDER,
+    SOURCE_PAGE,
     export_page,
     profile_command,
     read_raw_page,
@@ -59,6 +61,15 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, str]:
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:3])} ... exited {done.returncode}: {done.stderr[-2000:]}")
     return time.perf_counter() - started, done.stdout + done.stderr
+
+
+def replay_passes(profile: list[str], cwd: Path) -> list[int]:
+    """Replay passes per profiled kernel, as ncu reports them ("- 10 passes") when it prints no page."""
+    start = profile.index(SOURCE_PAGE[0])
+    without_page = profile[:start] + profile[start + len(SOURCE_PAGE) :]
+    log = Path(without_page[without_page.index("--log-file") + 1])
+    timed(without_page, cwd)
+    return [int(n) for n in re.findall(r"- (\d+) pass(?:es)?\b", log.read_text())]
 
 
 def measure(example: str, binary: str, repeats: int, record: Path | None) -> dict[str, object]:
@@ -96,11 +107,13 @@ def measure(example: str, binary: str, repeats: int, record: Path | None) -> dic
             (record / example / RAW_PAGE).write_text(page)
             (record / example / "raw_export.csv").write_text(export_page("ncu", report, *EXPORTS[RAW_PAGE]))
             (record / example / LOG_FILE).write_text(log.read_text())
+        passes = replay_passes(profile, cwd)
     plain = plain_wall(argv, cwd, repeats=repeats)
     row = {
         "example": example,
         "binary": binary,
         "profiled_kernels": len(names),
+        "passes_per_kernel": max(passes) if passes else None,
         "plain_s": round(plain, 4),
         "ncu_floor_s": round(statistics.median(floor), 4),
         "profile_s": round(statistics.median(runs), 4),
@@ -137,12 +150,12 @@ def main() -> int:
     result = {"device": device_name(), "rows": rows, "fit": per_kernel_cost(rows)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    header = f"{'example':18} {'kernels':>7} {'plain':>6} {'floor':>6} "
+    header = f"{'example':18} {'kernels':>7} {'passes':>6} {'plain':>6} {'floor':>6} "
     header += f"{'profile':>7} {'raw':>5} "
     print(header + f"{'(export)':>8} {'(sass)':>6} {'ratio':>6} {'floor x':>7}")
     for r in rows:
         print(
-            f"{r['example']:18} {r['profiled_kernels']:7} "
+            f"{r['example']:18} {r['profiled_kernels']:7} {r['passes_per_kernel'] or '?':>6} "
             f"{r['plain_s']:6.2f} {r['ncu_floor_s']:6.2f} {r['profile_s']:7.2f} {r['raw_reader_s']:5.2f} "
             f"{r['raw_export_s_not_needed']:8.2f} {r['sass_export_s_not_needed']:6.2f} {r['ratio']:6.1f} "
             f"{r['floor_ratio']:7.1f}"

@@ -55,6 +55,7 @@ HASHED: tuple[str, ...] = (
     "accordo/native/*",
     # the GPU backend and the parts of the engine that run candidates on the GPU and judge them
     "intelliperf/gpu/**/*.py",
+    "intelliperf/gpu/ncu_sections/*",  # what the counter pass asks ncu for, per instruction
     "intelliperf/engine/judge.py",
     "intelliperf/engine/candidate.py",
     # the engine's one entry point: it picks the GPU backend, the model and the judge for every job

@@ -21,8 +21,9 @@ atomicAdd(count, 1)`, atomicCAS loops, Triton's `tl.atomic_add` whose result is 
 in the latter. They count overlapping sets of the same instructions, so the largest one that has a
 value is taken; with none of them (or no L2 atomic sectors) the formula does not decide.
 
-Stall samples on RED instructions do not separate the two (the uncontended scatter spends 93% of
-its samples on RED, throttled by memory bandwidth), so they only rank lines for localization.
+Warp-stall samples are not collected: on RED instructions they do not separate the two (the
+uncontended scatter spends 93% of its samples on RED, throttled by memory bandwidth), and sampling
+costs the counter pass a replay pass per kernel. Lines are ranked by atomic instructions executed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
 EXECUTED = "Instructions Executed"
-SAMPLES = "Warp Stall Sampling (All Samples)"
 
 RED_INSTRUCTIONS = "smsp__inst_executed_op_global_red.sum"
 ATOM_INSTRUCTIONS = (
@@ -95,7 +95,6 @@ class AtomicContention(Formula):
             concentration=round(concentration, 3),
             serialized_ns=round(serial_ns, 1),
             serialized_share=round(boundness, 4),
-            atomic_stall_share=round(self._stall_share(kernel), 4),
         )
         reasoning = (
             f"the busiest L2 slice serves {concentration:.1f}x the mean slice's atomics (threshold "
@@ -105,9 +104,7 @@ class AtomicContention(Formula):
         )
         if concentration < MIN_CONCENTRATION or saving < MIN_SAVING:
             return self.absent(kernel, reasoning, numbers)
-        locations = self.hot_lines(
-            kernel, _atomics_executed, label="atomic instructions executed", numbers=_samples
-        )
+        locations = self.hot_lines(kernel, _atomics_executed, label="atomic instructions executed")
         return self.present(
             kernel,
             saving,
@@ -119,11 +116,6 @@ class AtomicContention(Formula):
             metrics=numbers,
             locations=locations,
         )
-
-    @staticmethod
-    def _stall_share(kernel: KernelProfile) -> float:
-        total = kernel.instruction_total(SAMPLES)
-        return kernel.instruction_total(SAMPLES, is_global_atomic) / total if total else 0.0
 
     def prompt_context(self, diagnosis: Diagnosis) -> str:
         return (
@@ -144,7 +136,3 @@ def _atom_instructions(kernel: KernelProfile) -> float:
 
 def _atomics_executed(row: SourceRow) -> float:
     return sum(i.metrics.get(EXECUTED, 0.0) for i in row.instructions if is_global_atomic(i))
-
-
-def _samples(row: SourceRow) -> dict[str, float]:
-    return {SAMPLES: sum(i.metrics.get(SAMPLES, 0.0) for i in row.instructions if is_global_atomic(i))}

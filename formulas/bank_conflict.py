@@ -6,6 +6,10 @@ pipe's utilization. Present when the excess share is at least 20% (one extra wav
 accesses: the padded transpose and the sequential-address reduction measure 0%, their
 conflicting originals 93% and 65%) and the estimated saving is at least 5% of the kernel's time
 (conflicts on an idle shared pipe are not a bottleneck).
+
+The kernel-level bank-conflict counters (`l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_*`) are
+not collected: they say what the excessive wavefronts already say, and cost the counter pass a replay
+pass per kernel (ncu on an H100: 9 passes with them and memoryAccess's request counters, 7 without).
 """
 
 from __future__ import annotations
@@ -29,23 +33,10 @@ class BankConflict(ExcessShareFormula):
     unit = "shared wavefronts"
     min_excess_share = 0.20
     min_saving = 0.05
-    metrics: ClassVar[tuple[str, ...]] = (
-        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-        SHARED_PIPE_PCT,
-    )
+    metrics: ClassVar[tuple[str, ...]] = (SHARED_PIPE_PCT,)
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
         return kernel.metric(SHARED_PIPE_PCT) / 100.0, "shared-memory pipe"
-
-    def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
-        counters = {
-            "bank_conflicts_ld": kernel.optional("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
-            "bank_conflicts_st": kernel.optional("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
-        }
-        return {name: value for name, value in counters.items() if value is not None}
 
     def summary(self, share: float, ratio: float) -> str:
         return (

@@ -31,10 +31,6 @@ class ExcessShareFormula(Formula):
         """How busy the unit carrying this traffic is (0..1), and its name."""
 
     @abstractmethod
-    def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
-        """Further evidence for the report (kernel-level counters)."""
-
-    @abstractmethod
     def summary(self, share: float, ratio: float) -> str:
         """One sentence for the report, from the excess share and the actual/ideal ratio."""
 
@@ -51,13 +47,13 @@ class ExcessShareFormula(Formula):
             "total": total,
             "ideal": ideal,
             "utilization": round(busy, 4),
-            **self.extra_numbers(kernel),
         }
         if total <= 0:
             return self.absent(kernel, f"the kernel moves no {self.unit}", numbers)
         share = excessive / total
         saving = min(1.0, share * busy)
         numbers["excess_share"] = round(share, 4)
+        numbers["actual_to_ideal"] = round(total / max(ideal, 1.0), 3)
         reasoning = (
             f"{share:.0%} of {total:,.0f} {self.unit} are excessive (threshold {self.min_excess_share:.0%}); "
             f"the {unit_name} is {busy:.0%} busy, so removing the excess could save ~{saving:.0%} of the "

@@ -27,25 +27,11 @@ class MemoryAccess(ExcessShareFormula):
     unit = "global sectors"
     min_excess_share = 0.25
     min_saving = 0.05
-    metrics: ClassVar[tuple[str, ...]] = (
-        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    )
+    metrics: ClassVar[tuple[str, ...]] = ()  # its units' utilization and the source section's columns
     units = UNITS
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
         return busiest_unit(kernel, self.units)
-
-    def extra_numbers(self, kernel: KernelProfile) -> dict[str, float]:
-        numbers = {}
-        for op in ("ld", "st"):
-            requests = kernel.optional(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
-            sectors = kernel.optional(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
-            if requests and sectors is not None:
-                numbers[f"{op}_sectors_per_request"] = round(sectors / requests, 3)
-        return numbers
 
     def summary(self, share: float, ratio: float) -> str:
         return (

@@ -56,8 +56,8 @@ def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
         raise FormulaRegistrationError(f"{cls.__qualname__}: name must be lowerCamelCase, got {name!r}")
     if name in taken or name in META_FORMULAS:
         raise FormulaRegistrationError(f"{cls.__qualname__}: formula name {name!r} is already taken")
-    if not cls.metrics:
-        raise FormulaRegistrationError(f"{name}: declares no metrics")
+    if not getattr(cls, "metrics", None) and not cls.units:
+        raise FormulaRegistrationError(f"{name}: declares no metrics and no memory units")
     bad = [m for m in cls.metrics if not _METRIC_NAME.match(m)]
     if bad:
         raise FormulaRegistrationError(f"{name}: not Nsight Compute metric names: {bad}")

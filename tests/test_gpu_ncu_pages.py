@@ -36,7 +36,6 @@ pytestmark = pytest.mark.gpu
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tile_sums"
 COLUMNS = (
-    atomic_contention.SAMPLES,
     atomic_contention.EXECUTED,
     branch_divergence.THREADS_EXECUTED,
     MemoryAccess.excessive_column,

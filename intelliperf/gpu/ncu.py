@@ -2,7 +2,7 @@
 
 One ncu run per application profiles the first launch of every top kernel with the formulas'
 metrics plus our own source section (ncu_sections/IntelliPerfSource.section: the per-instruction
-counters and warp-stall samples the formulas read, attributed to source lines through -lineinfo).
+counters the formulas read, attributed to source lines through -lineinfo).
 `--clock-control none` always: the card's clocks are never touched.
 
 What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/counter_pass.py`):

@@ -62,6 +62,13 @@ def test_registration_is_checked(name: str, metrics: tuple[str, ...], message: s
         validate(make_formula(name, metrics), dict(all_formulas()))
 
 
+def test_a_formula_may_read_only_its_memory_units_and_the_source_columns() -> None:
+    formula = make_formula("unitsOnly", ())
+    formula.units = ("L2 cache",)  # type: ignore[misc]
+    validate(formula, dict(all_formulas()))
+    assert "lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed" in metrics_for([formula()], "sm_90")
+
+
 def test_a_module_must_hold_exactly_one_formula() -> None:
     module = types.ModuleType("plugin")
     with pytest.raises(FormulaRegistrationError, match="found 0"):
