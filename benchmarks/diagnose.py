@@ -2,8 +2,10 @@
 
 For every bundled example and its fixed version: the plain run and the timing pass (Accordo's
 CUPTI tracer), interleaved, medians of --repeats (timing_s is the traced application's wall time;
-timing_with_parsing_s adds reading and ranking the trace); then one full diagnosis with 'auto'
-whose counter pass is timed by the engine. Right means: the hottest bottlenecked kernel
+timing_with_parsing_s adds reading and ranking the trace); then --repeats full diagnoses with 'auto'
+whose counter pass is timed by the engine (counters_s: their median, beside the plain run's median; a
+single counter pass on these 0.3-0.6 s apps varies by 10-20% from run to run). Every repeat must reach the
+same verdict (`stable`). Right means: the hottest bottlenecked kernel
 is the example's kernel, the selected formula is the expected one, and the first hot line is the
 line marked `// intelliperf: <formula>`. Controls and fixed versions must show no bottleneck. An example
 with a "library" prefix must list the kernels with that prefix as library kernels and not profile
@@ -119,6 +121,17 @@ def regions_verdict(report: Report, example: dict, variant: str) -> bool | None:
     return hottest is not None and hottest.line == want
 
 
+def verdict_of(report: Report) -> tuple[object, ...]:
+    """What a diagnosis concluded: the selection and every bottleneck found, with its first line."""
+    selected = (report.selected.kernel, report.selected.formula) if report.selected else None
+    present = sorted(
+        (d.kernel, d.formula, d.locations[0].line if d.locations else None)
+        for d in report.diagnoses
+        if d.present
+    )
+    return selected, tuple(present)
+
+
 def example_kernels_ns(report: Report, example: dict) -> dict[str, float]:
     """Median time of each of the example's kernels (a template's instantiations), hottest first."""
     return {k.name: k.median_ns for k in report.kernels if is_kernel(k.demangled, example["kernel"])}
@@ -137,7 +150,9 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         timing_total.append(time.perf_counter() - start)
         timing.append(traced.wall_s)
     spec = JobSpec(applications=[Application(command=argv)], formula="auto")  # top_n as the CLI's
-    report = run_diagnosis(spec, backend=backend, project=folder)
+    reports = [run_diagnosis(spec, backend=backend, project=folder) for _ in range(repeats)]
+    report = reports[-1]  # the one --record keeps
+    counters = [r.passes.counters_s or 0.0 for r in reports]
     if record:
         out = record / example["name"] / variant
         (out / "device.json").write_text(report.device.model_dump_json(indent=1) if report.device else "{}")
@@ -161,8 +176,10 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         "plain_s": round(statistics.median(plain), 4),
         "timing_s": round(statistics.median(timing), 4),
         "timing_with_parsing_s": round(statistics.median(timing_total), 4),
-        "counters_s": round(report.passes.counters_s or 0.0, 4),
-        "counter_ratio": round((report.passes.counters_s or 0.0) / statistics.median(plain), 3),
+        "counters_s": round(statistics.median(counters), 4),
+        "counters_s_runs": [round(c, 4) for c in counters],
+        "counter_ratio": round(statistics.median(counters) / statistics.median(plain), 3),
+        "stable": len({verdict_of(r) for r in reports}) == 1,
         "kernels": len(report.kernels),
         "profiled_kernels": len({d.kernel for d in report.diagnoses}),
         "setup_s": report.passes.setup_s,
@@ -214,6 +231,7 @@ def summarize(rows: list[dict], device: str) -> dict:
         "counter_ratio": round(statistics.median(r["counters_s"] / r["plain_s"] for r in rows), 3),
         "counter_ratio_max": round(max(r["counters_s"] / r["plain_s"] for r in rows), 3),
         "library_ok": all(r["library_ok"] for r in rows),
+        "unstable": sorted(f"{r['example']}/{r['variant']}" for r in rows if not r.get("stable", True)),
         "undecided": sorted({f"{r['example']}/{r['variant']}: {f}" for r in rows for f in r["undecided"]}),
         "savings": savings(rows),
         "targets": {"timing_overhead": 0.05, "counter_ratio": 10.0, "accuracy": 1.0, "false_positives": 0},
@@ -271,7 +289,8 @@ def main() -> int:
     print(
         f"device {device}: accuracy {result['accuracy']:.0%}, false positives {result['false_positives']}"
         f"/{result['clean_runs']}, timing overhead {result['timing_overhead']:+.1%}, "
-        f"counter pass {result['counter_ratio']:.1f}x plain (at most {result['counter_ratio_max']:.1f}x)"
+        f"counter pass {result['counter_ratio']:.1f}x plain (at most {result['counter_ratio_max']:.1f}x), "
+        f"verdicts that changed between repeats: {result['unstable'] or 'none'}"
     )
     return 0
 
