@@ -14,6 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
@@ -32,6 +33,7 @@ from worker.source import SourceError, checkout, from_archive
 __all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify", "github_token_from_env"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OUTCOME_BY_EXIT_CODE = {
     2: "bad_spec",
@@ -116,15 +118,14 @@ class JobRunner:
         """How long an event or a result that the database refuses is retried (with backoff) before the
         worker gives up on it; the reaper then takes the job back."""
 
-    def _write(self, what: str, write: Callable[[Session], object]) -> None:
+    def _write(self, what: str, write: Callable[[Session], T]) -> T:
         """Run ``write`` in its own transaction, again with backoff (0.5 s doubling to 10 s) while the
-        database is down, so an outage delays a job's events and result instead of losing them."""
+        database is down, so an outage delays a job's claim, events and result instead of losing them."""
         deadline, wait = time.monotonic() + self.write_retry_s, 0.5
         while True:
             try:
                 with self.db.session() as session:
-                    write(session)
-                return
+                    return write(session)
             except DATABASE_DOWN as exc:
                 if time.monotonic() + wait > deadline:
                     raise
@@ -137,11 +138,23 @@ class JobRunner:
                 time.sleep(wait)
                 wait = min(wait * 2, 10.0)
 
+    def _claim(self, job_id: str) -> Job | None:
+        run_id = self.heartbeat.run_id if self.heartbeat else None
+
+        def take(session: Session) -> Job | None:
+            job = claim(session, job_id, self.worker_name, run_id)
+            if job is None and run_id is not None:
+                # a try whose commit landed although its answer was lost to the outage: ours all the same
+                mine = session.get(Job, job_id)
+                if mine is not None and mine.status == "running" and mine.worker_run == run_id:
+                    return mine
+            return job
+
+        return self._write(f"the claim of job {job_id}", take)
+
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
-        with self.db.session() as session:
-            run_id = self.heartbeat.run_id if self.heartbeat else None
-            job = claim(session, job_id, self.worker_name, run_id)
+        job = self._claim(job_id)
         if job is None:
             log.info("job %s is not queued (finished, cancelled or taken): skipped", job_id)
             return "skipped"

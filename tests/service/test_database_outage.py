@@ -30,6 +30,9 @@ from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN, celery_worker, free_port, serve, wait_for
 from tests.service.test_worker_flow import REPLAY_SPEC, finished, submit
+from worker.executor import LocalExecutor
+from worker.heartbeat import Heartbeat
+from worker.runner import JobRunner
 
 BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 
@@ -197,3 +200,36 @@ def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
     stages = [line for line in events.text.splitlines() if line.startswith("data:")]
     for stage in ("build", "timing", "counters", "diagnose"):
         assert any(f'"stage": "{stage}"' in line or f'"stage":"{stage}"' in line for line in stages), stage
+
+
+def test_a_claim_that_meets_the_outage_is_retried_until_the_database_is_back(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """The worker takes a job's message while the database is away: its claim waits for the database instead
+    of failing the task (before, the message was spent and the job waited for the re-dispatch, ten minutes
+    later by default). The heartbeat is never started: only its run id is used."""
+    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live, live.client() as client:
+        job_id = submit(client)
+    db = Database(postgres.url)
+    heartbeat = Heartbeat(db, "w-claim", ["gpu.nvidia.any"], None, interval_s=60)
+    runner = JobRunner(db, LocalExecutor(), "w-claim", heartbeat=heartbeat, write_retry_s=60)
+    postgres.stop()
+    restart = threading.Timer(3.0, postgres.start)
+    restart.start()
+    try:
+        started = time.monotonic()
+        job = runner._claim(job_id)
+        waited = time.monotonic() - started
+        restart.join()
+        assert job is not None and job.id == job_id and waited >= 2.5
+        with db.session() as session:
+            stored = session.get(Job, job_id)
+            assert stored is not None
+            assert (stored.status, stored.worker_run, stored.runs) == ("running", heartbeat.run_id, 1)
+        other = Heartbeat(db, "w-other", ["gpu.nvidia.any"], None, interval_s=60)
+        assert JobRunner(db, LocalExecutor(), "w-other", heartbeat=other)._claim(job_id) is None  # taken
+        again = runner._claim(job_id)  # the same run again, as after a commit whose answer was lost
+        assert again is not None and again.id == job_id
+    finally:
+        restart.join()
+        db.engine.dispose()
