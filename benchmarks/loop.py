@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import device_name, plain_wall  # noqa: E402
 from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix  # noqa: E402
 from intelliperf.contract import Report  # noqa: E402
-from intelliperf.testing.scripted_llm import ScriptedLLM  # noqa: E402
+from tests.support.scripted_llm import ScriptedLLM  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 KEY = "sk-scripted-benchmark"

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from intelliperf.edits import edit_blocks
-from intelliperf.testing.scripted_llm import dspy_reply
+from tests.support.scripted_llm import dspy_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

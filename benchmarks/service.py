@@ -56,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from intelliperf.testing.databases import flushed_redis_database, fresh_postgres_database  # noqa: E402
+from tests.support.databases import flushed_redis_database, fresh_postgres_database  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_BENCH_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")

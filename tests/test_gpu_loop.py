@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, feedback_script, fixed_source, known_fix
 from intelliperf.contract import Report
-from intelliperf.testing.scripted_llm import ScriptedLLM
+from tests.support.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-scripted-gpu-test"

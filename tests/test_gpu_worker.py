@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.loop_scenarios import fixed_source, known_fix
-from intelliperf.testing.fake_github import FakeGitHub
-from intelliperf.testing.scripted_llm import ScriptedLLM
 from service.settings import ServiceSettings
 from tests.service.conftest import ROOT, celery_worker, project_archive, serve
+from tests.support.fake_github import FakeGitHub
+from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
-"""What the product's packages may import: the test doubles in intelliperf.testing (a scripted LLM, a fake
-GitHub, throwaway databases) serve tests and benchmarks only; what jobs run, replayed loops included,
-lives in the product's own modules."""
+"""What the product's packages may import: the test doubles in tests/support (a scripted LLM, a fake
+GitHub, throwaway databases) serve tests and benchmarks only and do not ship in the package; what jobs
+run, replayed loops included, lives in the product's own modules."""
 
 from __future__ import annotations
 
@@ -21,21 +21,34 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+def imports_tests(path: Path) -> bool:
+    return any(name == "tests" or name.startswith("tests.") for name in imported_modules(path))
+
+
 def test_no_product_module_imports_the_test_doubles() -> None:
-    offenders = []
-    for package in PRODUCT:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path.is_relative_to(ROOT / "intelliperf" / "testing"):
-                continue
-            if any(name.startswith("intelliperf.testing") for name in imported_modules(path)):
-                offenders.append(str(path.relative_to(ROOT)))
+    offenders = [
+        str(path.relative_to(ROOT))
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if imports_tests(path)
+    ]
     assert offenders == []
+
+
+def test_the_doubles_live_with_the_tests_not_in_a_product_package() -> None:
+    assert (ROOT / "tests" / "support" / "scripted_llm.py").is_file()
+    shipped = [
+        p for package in PRODUCT for p in (ROOT / package).rglob("*.py") if "ScriptedLLM" in p.read_text()
+    ]
+    assert shipped == []
 
 
 def test_the_check_sees_an_import_of_the_test_doubles(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from intelliperf.testing.scripted_llm import ScriptedLLM\n")
-    assert "intelliperf.testing.scripted_llm" in imported_modules(module)
+    module.write_text("def f():\n    from tests.support.scripted_llm import ScriptedLLM\n")
+    assert imports_tests(module)
+    module.write_text("import testsuite\n")
+    assert not imports_tests(module)
 
 
 ENGINE_PARTS = (

@@ -11,7 +11,7 @@ import pytest
 from intelliperf.contract import LlmSettings
 from intelliperf.errors import LlmError
 from intelliperf.llm.client import check_credentials, make_lm, usage_of_last_call
-from intelliperf.testing.scripted_llm import Failure, ScriptedLLM, dspy_reply
+from tests.support.scripted_llm import Failure, ScriptedLLM, dspy_reply
 
 KEY = "sk-scripted-0123456789"
 

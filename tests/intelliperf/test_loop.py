@@ -24,7 +24,7 @@ from intelliperf.engine.workspace import write_back
 from intelliperf.errors import LlmError, SpecError
 from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.llm.proposer import DspyProposer
-from intelliperf.testing.scripted_llm import Failure, ScriptedLLM
+from tests.support.scripted_llm import Failure, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

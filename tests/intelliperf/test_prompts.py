@@ -13,7 +13,7 @@ from intelliperf.llm.prompts import (
     render_source,
     signature_for,
 )
-from intelliperf.testing.scripted_llm import ScriptedLLM, dspy_reply
+from tests.support.scripted_llm import ScriptedLLM, dspy_reply
 
 NVCC_OUTPUT = """transpose.cu(42): error: identifier "tile2" is undefined
       tile2[threadIdx.y][threadIdx.x] = in[i];

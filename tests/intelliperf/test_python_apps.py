@@ -22,7 +22,7 @@ from intelliperf.engine.workspace import copy_workspace, workspace
 from intelliperf.errors import ProfileError, SpecError
 from intelliperf.llm.proposer import DspyProposer
 from intelliperf.process import JIT_CACHE, is_python_command
-from intelliperf.testing.scripted_llm import ScriptedLLM
+from tests.support.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 PRINT_ENV = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"

@@ -24,12 +24,12 @@ import httpx
 import pytest
 import uvicorn
 
-from intelliperf.testing.databases import flushed_redis_database, fresh_postgres_database
 from service.api.app import create_app
 from service.cli import uvicorn_options
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.settings import ServiceSettings
+from tests.support.databases import flushed_redis_database, fresh_postgres_database
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_TEST_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")

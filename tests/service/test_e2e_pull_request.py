@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 
 from benchmarks.loop_scenarios import fixed_source, known_fix
-from intelliperf.testing.fake_github import FakeGitHub
-from intelliperf.testing.scripted_llm import ScriptedLLM
 from service.db.models import JobEvent, JobSecret
 from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.service.conftest import ROOT, celery_worker, project_archive, serve
+from tests.support.fake_github import FakeGitHub
+from tests.support.scripted_llm import ScriptedLLM
 
 LLM_KEY = "sk-e2e-llm-key-0123456789abcdef"
 GITHUB_TOKEN = "ghp_e2e_token_0123456789abcdefghij"

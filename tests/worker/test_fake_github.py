@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from github import Auth, BadCredentialsException, Github, GithubException
 
-from intelliperf.testing.fake_github import FakeGitHub
+from tests.support.fake_github import FakeGitHub
 
 TOKEN = "ghp_fake_server_token"
 

@@ -60,7 +60,9 @@ def test_intelliperf_worker_starts_one_solo_process_per_gpu(
         assert argv[argv.index("-Q") + 1] == "gpu.nvidia.sm90,gpu.nvidia.any"
         assert env["CUDA_VISIBLE_DEVICES"] == env["INTELLIPERF_WORKER_GPU_INDEX"] == str(index)
     assert worker_commands(["gpu.nvidia.sm90"])[1][0][-3] == "gpu.nvidia.sm90"
-    monkeypatch.setenv("PATH", str(tmp_path / "empty") + ":/usr/bin:/bin")
+    # no GPU, also on a GPU machine whose real nvidia-smi is in /usr/bin: a failing one comes first
+    no_gpu = fake_smi(tmp_path / "no-gpu", "#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n")
+    monkeypatch.setenv("PATH", f"{no_gpu}:/usr/bin:/bin")
     [(argv, env)] = worker_commands(None)
     assert argv[argv.index("-Q") + 1] == "gpu.nvidia.any" and env["INTELLIPERF_WORKER_NAME"].endswith("-cpu")
 

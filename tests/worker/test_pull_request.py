@@ -1,5 +1,5 @@
 """Pull requests from recorded GPU success reports, through the real PyGithub client, against a GitHub
-REST API server on 127.0.0.1 (intelliperf.testing.fake_github)."""
+REST API server on 127.0.0.1 (tests.support.fake_github)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from intelliperf.contract import JobSpec, Report
 from intelliperf.edits import unified_diff
 from intelliperf.summary import render_summary
-from intelliperf.testing.fake_github import FakeGitHub, FakeRepository
+from tests.support.fake_github import FakeGitHub, FakeRepository
 from worker.pull_request import (
     DiffError,
     GitHubTarget,

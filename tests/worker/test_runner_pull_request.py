@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import select
 
 from intelliperf.contract import JobSpec
-from intelliperf.testing.fake_github import FakeGitHub
 from service.auth import ADMIN
 from service.db.migrate import upgrade
 from service.db.models import Job, JobEvent
 from service.db.session import Database
 from service.jobs import submit
 from tests.service.conftest import project_archive
+from tests.support.fake_github import FakeGitHub
 from worker.executor import EngineEvent, ExecutionResult
 from worker.runner import JobRunner
 

@@ -1,1 +1,0 @@
-"""Test tools that ship with the package: a scripted OpenAI-compatible server for the LLM seam."""
