@@ -54,10 +54,12 @@ def run_cli(
     out: Path,
     attempts: int,
     build: str | None = "make",
+    unittest_command: str | None = None,
 ) -> Report:
     command = [
         sys.executable, "-m", "intelliperf", "run",
         "-f", formula, *(["-b", build] if build else []), "-p", str(project),
+        *(["--unittest_command", unittest_command] if unittest_command else []),
         "-m", "scripted", "-r", "openai", "--api_base", server.api_base,
         "--num_attempts", str(attempts),
         "-o", str(out / "report.json"), "--summary_file", str(out / "summary.md"),
@@ -101,6 +103,7 @@ def summarize(example: dict, report: Report, plain_s: float, requests: int) -> d
         "formula": example["formula"] or "auto",
         "expected": "success" if example["formula"] else "skipped",
         "status": report.optimization.status if report.optimization else None,
+        "judge": report.optimization.judge if report.optimization else None,
         "note": report.optimization.note if report.optimization else None,
         "llm_requests": requests,
         "attempts": len(report.attempts),
@@ -138,7 +141,14 @@ def run_example(example: dict, scratch: Path, reports: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with ScriptedLLM(script, key=KEY) as server:
         report = run_cli(
-            project, app, example["formula"] or "auto", server, out, attempts=1, build=example["build"]
+            project,
+            app,
+            example["formula"] or "auto",
+            server,
+            out,
+            attempts=1,
+            build=example["build"],
+            unittest_command=example.get("unittest_command"),
         )
         requests = len(server.requests)
     return summarize(example, report, plain_s, requests)

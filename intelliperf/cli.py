@@ -52,6 +52,7 @@ def _spec_from_options(
     api_base: str | None,
     kernel: str | None,
     in_place: bool,
+    unittest_command: str | None = None,
 ) -> JobSpec:
     if not command:
         raise SpecError("no application given: put its command after `--`, e.g. `-- ./bin/app arg`")
@@ -70,6 +71,7 @@ def _spec_from_options(
             tolerances=tolerances,
             llm=LlmSettings(model=model, provider=provider, api_base=api_base),
             in_place=in_place,
+            unittest_command=unittest_command,
         )
     except PydanticValidationError as exc:
         raise SpecError(_explain_validation(exc)) from None
@@ -136,6 +138,14 @@ def run(
     tolerance: Annotated[
         float | None, typer.Option("-t", "--accordo_absolute_tolerance", help="Validation absolute tolerance")
     ] = None,
+    unittest_command: Annotated[
+        str | None,
+        typer.Option(
+            "--unittest_command",
+            help="Judge rewrites by the project's own tests (a shell command, exit 0 = correct) instead of "
+            "Accordo: rewrites may then change data layouts and host code",
+        ),
+    ] = None,
     model: Annotated[str, typer.Option("-m", "--model", help="LLM model")] = "gpt-4o",
     provider: Annotated[
         str, typer.Option("-r", "--provider", help="LLM provider (LiteLLM prefix)")
@@ -175,6 +185,7 @@ def run(
             api_base=api_base,
             kernel=kernel,
             in_place=in_place,
+            unittest_command=unittest_command,
         )
         check_writable(output_file, "-o/--output_file")
         check_writable(summary_file, "--summary_file")

@@ -298,6 +298,9 @@ def bounds_text(result: ValidationResult) -> str:
 
 
 def _validation(result: ValidationResult) -> str:
+    if result.judge == "unittest":
+        verdict = "passed" if result.passed else f"failed: {_plain(_first_line(result.reason))}"
+        return f"### Validation\n\nJudged by the project's own tests (`--unittest_command`): {verdict}."
     verdict = "passed" if result.passed else f"failed ({result.failure}): {_plain(result.reason or '')}"
     line = f"Outputs {verdict} on {result.launches_compared} launch(es)"
     bounds = bounds_text(result)

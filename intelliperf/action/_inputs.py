@@ -56,6 +56,7 @@ _INPUT_OF_FIELD = {
     "kernel": "kernel",
     "top_n": "top_n",
     "num_attempts": "num_attempts",
+    "unittest_command": "unittest_command",
     "container": "docker_image",
     "gpu": "gpu_arch",
 }
@@ -115,6 +116,7 @@ class ActionInputs:
     kernel: str | None = None
     top_n: int | None = None
     num_attempts: int | None = None
+    unittest_command: str | None = None
     docker_image: str | None = None
     gpu_vendor: str | None = None
     gpu_arch: str | None = None
@@ -278,6 +280,7 @@ def read_inputs(env: Mapping[str, str]) -> ActionInputs:
         kernel=_raw(env, "kernel"),
         top_n=_int(env, "top_n", 1, 100),
         num_attempts=_int(env, "num_attempts", 1, 50),
+        unittest_command=_raw(env, "unittest_command"),
         docker_image=_raw(env, "docker_image"),
         gpu_vendor=_raw(env, "gpu_vendor"),
         gpu_arch=_raw(env, "gpu_arch"),
@@ -325,6 +328,7 @@ def build_spec(inputs: ActionInputs, github: GithubContext) -> JobSpec:
         kernel=inputs.kernel,
         top_n=inputs.top_n,
         num_attempts=inputs.num_attempts,
+        unittest_command=inputs.unittest_command,
     )
     nested = {
         "container": _given(image=inputs.docker_image),

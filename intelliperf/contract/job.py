@@ -193,6 +193,14 @@ class JobSpec(_Strict):
         default=1, ge=1, le=8, description="Best-of-N: replies asked for with the same prompt each round"
     )
     tolerances: Tolerances = Field(default_factory=Tolerances)
+    unittest_command: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The project's own tests, a shell command run in the project folder of each candidate: "
+        "exit 0 means correct. Replaces Accordo's buffer comparison, so a rewrite may change more than the "
+        "kernel (data layouts, host code, several files); the speedup is then the application's kernel time "
+        "for the same kernel function",
+    )
     llm: LlmSettings = Field(default_factory=LlmSettings)
     pull_request: PullRequestSettings = Field(default_factory=PullRequestSettings)
     container: ContainerSettings = Field(default_factory=ContainerSettings)

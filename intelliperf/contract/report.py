@@ -208,9 +208,15 @@ class ValidationResult(_Frozen):
             "crash",
             "timeout",
             "no_launch",
+            "tests_failed",
         ]
         | None
     ) = None
+    judge: Literal["accordo", "unittest"] = Field(
+        default="accordo",
+        description="Who ruled: Accordo (the kernel's buffers against the reference's) or the project's own "
+        "tests (--unittest_command)",
+    )
     launches_compared: int = 0
     launches: list[LaunchComparison] = Field(default_factory=list)
     speedup: Speedup | None = None
@@ -277,6 +283,9 @@ class Optimization(_Frozen):
     formula: str | None = None
     attempts_allowed: int = 0
     candidates_per_round: int = 1
+    judge: Literal["accordo", "unittest"] = Field(
+        default="accordo", description="Who judged the candidates' correctness (see ValidationResult.judge)"
+    )
     exit_code: int | None = Field(
         default=None, description="For 'aborted': the exit code of the error that stopped the loop"
     )

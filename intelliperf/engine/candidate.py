@@ -1,5 +1,6 @@
 """One candidate rewrite, from the model's reply to a verdict: apply the edit to the candidate copy,
-rebuild, validate with Accordo, time it against the reference, re-measure the formula's metric.
+rebuild, validate it (Accordo, or the project's tests), time it against the reference, re-measure the
+formula's metric.
 
 Every way a candidate can fail becomes an Attempt with a status and a reason written for the model;
 only problems that are not the candidate's (the reference, the profiler, the LLM provider) raise.
@@ -106,15 +107,17 @@ class _Clock:
             self.seconds[name] = round(time.perf_counter() - started, 3)
 
 
-def _measure_metric(target: Target, tree: CandidateTree, backend: GpuBackend) -> float | None:
+def _measure_metric(
+    target: Target, tree: CandidateTree, backend: GpuBackend, kernel: RankedKernel
+) -> float | None:
     profiles = backend.collect(
         target.command,
         cwd=tree.root,
-        kernels=[target.kernel],
+        kernels=[kernel],
         metrics=metrics_for([target.formula], backend.device().arch),
         timeout_s=target.counters_timeout_s,
     )
-    profile = profiles.get(target.kernel.name)
+    profile = profiles.get(kernel.name)
     return None if profile is None else target.formula.bottleneck_metric(profile)
 
 
@@ -152,17 +155,18 @@ def evaluate(
     fields["files"] = sorted(changes)
     fields["diff"] = unified_diff(changes)
     new_files = {path: new for path, (_, new) in changes.items()}
+    edited = ", ".join(sorted(changes))
     if target.build_command is None:
-        say(f"edit applied to {', '.join(sorted(changes))}; validating with Accordo (compiled as it runs)")
+        say(f"edit applied to {edited}; validating with {judge.label} (compiled as it runs)")
     else:
-        say(f"edit applied to {', '.join(sorted(changes))}; building")
+        say(f"edit applied to {edited}; building")
         try:
             with clock.step("build"):
                 run_build(target.build_command, cwd=tree.root, timeout_s=target.build_timeout_s)
         except BuildError as exc:
             errors = condense_compiler_output(exc.log_tail or exc.message)
             return Evaluated(verdict("build_failed", f"the build failed: {errors}"), new_files)
-        say("built; validating with Accordo")
+        say(f"built; validating with {judge.label}")
     with clock.step("validate"):
         validation = judge.check(tree.root, say)
     if not validation.passed:
@@ -173,7 +177,8 @@ def evaluate(
         validation = validation.model_copy(update={"speedup": speedup})
         say(f"{speedup.median:.3f}x ({speedup.verdict}); re-measuring {target.formula.metric_label}")
         with clock.step("counters"):
-            metric_after = _measure_metric(target, tree, backend)
+            kernel = judge.candidate_kernel(tree.root) or target.kernel
+            metric_after = _measure_metric(target, tree, backend, kernel)
     except (AppError, ProfileError) as exc:
         reason = f"measuring the validated candidate failed: {exc.message}"
         return Evaluated(verdict("error", reason, validation=validation), new_files)

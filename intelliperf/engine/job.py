@@ -19,6 +19,7 @@ from intelliperf.engine.diagnose import Diagnosed, diagnose_in
 from intelliperf.engine.judge import AccordoJudge, Judge, options_for
 from intelliperf.engine.optimize import LoopResult, run_loop
 from intelliperf.engine.progress import NullProgress, Progress
+from intelliperf.engine.unittest_judge import UnittestJudge
 from intelliperf.engine.workspace import copy_workspace, workspace, write_back
 from intelliperf.errors import SpecError
 from intelliperf.gpu.backend import GpuBackend
@@ -26,12 +27,17 @@ from intelliperf.llm.proposer import Proposer
 from intelliperf.process import is_python_command
 from intelliperf.settings import get_settings
 
-__all__ = ["JudgeFactory", "check_optimizable", "run_job"]
+__all__ = ["JudgeFactory", "check_optimizable", "judge_for", "run_job"]
 
 JudgeFactory = Callable[[Target, Path, JobSpec], Judge]
 
 
-def _accordo_judge(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
+def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
+    """Accordo, or the project's own tests when the spec gives a unittest command."""
+    if spec.unittest_command:
+        return UnittestJudge(
+            target.kernel, target.command, spec.unittest_command, reference_dir, options_for(spec)
+        )
     return AccordoJudge(target.kernel.name, target.command, reference_dir, options_for(spec))
 
 
@@ -107,6 +113,7 @@ def _with_loop(report: Report, spec: JobSpec, target: Target, result: LoopResult
         formula=target.formula.name,
         attempts_allowed=spec.num_attempts,
         candidates_per_round=spec.candidates_per_round,
+        judge="unittest" if spec.unittest_command else "accordo",
         exit_code=result.exit_code,
     )
     return report.model_copy(
@@ -127,7 +134,7 @@ def run_job(
     project: Path,
     proposer: Proposer | None,
     progress: Progress | None = None,
-    judge_factory: JudgeFactory = _accordo_judge,
+    judge_factory: JudgeFactory = judge_for,
 ) -> Report:
     """Diagnose and, with a ``proposer`` and a formula other than diagnoseOnly, optimize the selected
     bottleneck. Raises an IntelliPerfError for bad input found before the loop; an error inside the loop

@@ -1,6 +1,7 @@
 """The optimization loop's judge: Accordo, with the reference captured once for every candidate.
 
-``Judge`` is the seam the loop talks to; ``AccordoJudge`` runs on the GPU. Tests without a GPU stand a
+``Judge`` is the seam the loop talks to; ``AccordoJudge`` runs on the GPU; ``UnittestJudge``
+(unittest_judge.py) rules by the project's own tests instead. Tests without a GPU stand a
 judge in that replays results recorded on the GPU machine.
 """
 
@@ -18,7 +19,7 @@ from accordo.validate import (
     check_candidate,
     time_candidate,
 )
-from intelliperf.contract import JobSpec, Speedup, ValidationResult
+from intelliperf.contract import JobSpec, RankedKernel, Speedup, ValidationResult
 
 __all__ = ["AccordoJudge", "Judge", "options_for"]
 
@@ -26,6 +27,9 @@ Say = Callable[[str], None]
 
 
 class Judge(Protocol):
+    label: str
+    """Who judges, in words for the progress display ('Accordo', "the project's tests")."""
+
     def prepare(self, say: Say) -> None:
         """Capture the reference (once, before the first candidate)."""
 
@@ -34,6 +38,10 @@ class Judge(Protocol):
 
     def time(self, candidate_dir: Path, say: Say) -> Speedup:
         """How much faster is the (correct) candidate than the reference?"""
+
+    def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
+        """The target kernel as the candidate launches it, when the rewrite may rename it (a new
+        signature); None: the reference's kernel."""
 
 
 def options_for(spec: JobSpec) -> ValidationOptions:
@@ -87,3 +95,6 @@ class AccordoJudge:
         reference = self._ready(say)
         options = self._candidate_options(reference)
         return time_candidate(reference, self.command, cwd=candidate_dir, options=options, progress=say)
+
+    def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
+        return None  # Accordo compared this very kernel, launch by launch

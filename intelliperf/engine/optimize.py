@@ -102,9 +102,9 @@ def run_loop(
     stage: str | None = None
     try:
         stage = "reference"
-        progress.start(stage, "capturing the reference's buffers (its calibration runs)")
+        progress.start(stage, f"{judge.label}: the original's verdict, once for every candidate")
         judge.prepare(say)
-        progress.done(stage, "captured")
+        progress.done(stage, "ready")
         round_ = 0
         while len(attempts) < attempts_allowed:
             round_ += 1

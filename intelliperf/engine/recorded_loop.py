@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from formulas.base import KernelProfile
-from intelliperf.contract import JobSpec, Report, Speedup, ValidationResult
+from intelliperf.contract import JobSpec, RankedKernel, Report, Speedup, ValidationResult
 from intelliperf.edits import unified_diff
 from intelliperf.engine.candidate import Target
 from intelliperf.errors import ValidationError
@@ -67,6 +67,8 @@ class RecordedJudge:
 
         return make
 
+    label = "Accordo (its recorded verdicts)"
+
     def prepare(self, say: object) -> None:
         self.prepared += 1
 
@@ -95,3 +97,6 @@ class RecordedJudge:
         if speedup is None:
             raise ValidationError("the recorded verdict of this candidate has no timing")
         return speedup
+
+    def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
+        return None

@@ -240,6 +240,16 @@ def test_metric_and_validation() -> None:
     assert buffer_row == "| 0 | float32 | 4,194,304 | 3e-07 | 4e-06 | 0.3 |"
 
 
+def test_a_rewrite_judged_by_the_projects_tests_says_so_instead_of_buffer_bounds() -> None:
+    by_tests = validation(speedup()).model_copy(update={"judge": "unittest", "launches": []})
+    runs = attempts()
+    runs[2] = runs[2].model_copy(update={"validation": by_tests})
+    text = render_summary(report(attempts=runs))
+    section = text.split("### Validation", 1)[1].split("\n### ", 1)[0]
+    assert "Judged by the project's own tests (`--unittest_command`): passed." in section
+    assert "atol" not in section and "worst launch" not in section
+
+
 def test_attempts_table_one_row_each_with_escaped_reasons() -> None:
     text = render_summary(report())
     rows = table_rows(text, "### Attempts")
