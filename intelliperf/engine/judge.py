@@ -63,6 +63,8 @@ class AccordoJudge:
     """Validates candidates of ``kernel`` (its mangled name) run as ``command`` in their own copy of the
     project, against the same command in ``reference_dir``."""
 
+    label = "Accordo"
+
     def __init__(
         self, kernel: str, command: Sequence[str], reference_dir: Path, options: ValidationOptions
     ) -> None:

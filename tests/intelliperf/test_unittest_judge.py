@@ -15,6 +15,7 @@ from intelliperf.contract import Application, Diagnosis, JobSpec, RankedKernel
 from intelliperf.engine.candidate import Target
 from intelliperf.engine.job import judge_for
 from intelliperf.engine.judge import AccordoJudge
+from intelliperf.engine.recorded_loop import RecordedJudge
 from intelliperf.engine.unittest_judge import UnittestJudge, function_regex
 from intelliperf.errors import SpecError
 
@@ -116,6 +117,14 @@ def target() -> Target:
         counters_timeout_s=60,
         sources={"app.cu": ""},
     )
+
+
+def test_every_judge_speaks_the_loops_protocol() -> None:
+    """The loop names the judge in its progress and asks each for the candidate's kernel."""
+    for judge_class in (AccordoJudge, UnittestJudge, RecordedJudge):
+        assert isinstance(judge_class.label, str) and judge_class.label
+        for method in ("prepare", "check", "time", "candidate_kernel"):
+            assert callable(getattr(judge_class, method)), (judge_class, method)
 
 
 def test_the_spec_decides_the_judge(tmp_path: Path) -> None:
