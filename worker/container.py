@@ -233,7 +233,7 @@ class ContainerExecutor:
 
     def run(
         self,
-        spec_json: str,
+        spec: JobSpec,
         project: Path,
         out: Path,
         *,
@@ -242,10 +242,9 @@ class ContainerExecutor:
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
-        spec = JobSpec.model_validate_json(spec_json)
         project, out = project.resolve(), out.resolve()
         out.mkdir(parents=True, exist_ok=True)
-        (out / "spec.json").write_text(spec_json)
+        (out / "spec.json").write_text(spec.model_dump_json())  # what the engine in the container reads
         options = self.container_options(spec, project, out, env)
         deadline = time.monotonic() + time_limit_s
         with contextlib.closing(self.client()) as client:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from intelliperf.contract import JobSpec
+
 __all__ = ["EngineEvent", "ExecutionResult", "Executor", "LocalExecutor", "parse_line"]
 
 POLL_S = 0.25
@@ -52,7 +54,7 @@ class ExecutionResult:
 class Executor(Protocol):
     def run(
         self,
-        spec_json: str,
+        spec: JobSpec,
         project: Path,
         out: Path,
         *,
@@ -61,7 +63,8 @@ class Executor(Protocol):
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
-        """``env``: variables for the engine only (the job's LLM key), never logged."""
+        """``spec``: the job, as validated once when it was claimed. ``env``: variables for the engine only
+        (the job's LLM key), never logged."""
         ...
 
 
@@ -110,7 +113,7 @@ class LocalExecutor:
 
     def run(
         self,
-        spec_json: str,
+        spec: JobSpec,
         project: Path,
         out: Path,
         *,
@@ -121,7 +124,7 @@ class LocalExecutor:
     ) -> ExecutionResult:
         out.mkdir(parents=True, exist_ok=True)
         spec_file = out / "spec.json"
-        spec_file.write_text(spec_json)
+        spec_file.write_text(spec.model_dump_json())
         argv = [self.python, "-m", "worker.engine_main", "--spec", str(spec_file)]
         argv += ["--project", str(project), "--out", str(out)]
         child_env = {**os.environ, **(self.env or {}), **(env or {}), "PYTHONUNBUFFERED": "1"}

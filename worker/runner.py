@@ -6,7 +6,6 @@ ends in a finished state with its reason: it is never left 'running' by a worker
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import tempfile
@@ -201,7 +200,7 @@ class JobRunner:
                 self._finish(job.id, status="failed", outcome="bad_spec", error=error)
                 return "failed"
             result = self.executor.run(
-                json.dumps(job.spec),
+                spec,
                 project,
                 Path(scratch) / "out",
                 on_events=lambda events: self._store(job.id, events),

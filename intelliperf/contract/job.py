@@ -6,7 +6,7 @@ import re
 import shlex
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "JOB_SPEC_VERSION",
@@ -103,6 +103,10 @@ class Application(_Strict):
     @property
     def display_name(self) -> str:
         return self.name or shlex.join(self.command)
+
+
+APPLICATION_OVERRIDES = ("build_command", "instrument_command", "formula", "kernel", "top_n")
+"""The job-level fields an application may set for itself."""
 
 
 class Tolerances(_Strict):
@@ -217,6 +221,31 @@ class JobSpec(_Strict):
         "recording of it (original/, fixed/, loop-report.json: intelliperf.engine.recorded_loop)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sole_application_overrides(cls, data: object) -> object:
+        """A spec of one application runs with that application's overrides (formula, top_n, kernel, build
+        and instrument commands), so every reader of the job-level fields (the engine, the worker's
+        decision to pass LLM keys, the dashboard) sees what will run. Specs of several applications are
+        fanned out by the client (``for_application``)."""
+        if not isinstance(data, dict):
+            return data
+        apps = data.get("applications")
+        if not isinstance(apps, list) or len(apps) != 1:
+            return data
+        app = apps[0]
+        if isinstance(app, dict):
+            try:
+                app = Application.model_validate(app)
+            except ValueError:
+                return data  # reported where it is wrong: applications[0]
+        if not isinstance(app, Application):
+            return data
+        lifted = {key: value for key in APPLICATION_OVERRIDES if (value := getattr(app, key)) is not None}
+        if not lifted:
+            return data
+        return {**data, **lifted, "applications": [app.model_copy(update=dict.fromkeys(lifted))]}
+
     @field_validator("project_directory")
     @classmethod
     def _stays_inside(cls, path: str) -> str:
@@ -238,9 +267,5 @@ class JobSpec(_Strict):
 
     def for_application(self, app: Application) -> JobSpec:
         """This spec with the application's overrides applied, as the engine runs it."""
-        overrides = {
-            key: getattr(app, key)
-            for key in ("build_command", "instrument_command", "formula", "kernel", "top_n")
-            if getattr(app, key) is not None
-        }
+        overrides = {key: getattr(app, key) for key in APPLICATION_OVERRIDES if getattr(app, key) is not None}
         return self.model_copy(update={**overrides, "applications": [app]})

@@ -28,6 +28,29 @@ def test_a_replayed_profile_is_diagnosed_and_selected() -> None:
     assert REPLAY_DIAGNOSES_ONLY not in report.warnings  # nothing was asked that replay cannot do
 
 
+def test_the_sole_applications_own_formula_is_the_one_that_runs() -> None:
+    """As a spec posted to the API gives it: the application's formula and top_n win over the job's."""
+    job = JobSpec.model_validate(
+        {
+            "formula": "memoryAccess",
+            "applications": [{"command": ["./app"], "formula": "bankConflict", "top_n": 1}],
+        }
+    )
+    report = run_spec(job, EXAMPLES / "transpose_bank", replay=RECORDED / "transpose_bank" / "original")
+    assert {d.formula for d in report.diagnoses} == {"bankConflict"}
+    assert report.formula_requested == "bankConflict"
+
+
+def test_an_application_that_asks_for_diagnosis_only_never_optimizes() -> None:
+    job = JobSpec.model_validate({"applications": [{"command": "./app", "formula": "diagnoseOnly"}]})
+    assert not job.optimizes and job.formula == "diagnoseOnly"
+    assert JobSpec.model_validate_json(job.model_dump_json()) == job
+    two = JobSpec.model_validate(
+        {"applications": [{"command": "./a", "formula": "diagnoseOnly"}, {"command": "./b"}]}
+    )
+    assert two.formula == "auto" and two.applications[0].formula == "diagnoseOnly"  # fanned out by clients
+
+
 def test_an_optimizing_spec_on_a_replayed_profile_is_diagnosed_only_and_says_so() -> None:
     """No model is asked and no credentials are needed: the loop's verdicts need the GPU."""
     job = spec("auto", llm=LlmSettings(provider="openai", model="gpt-4o"))

@@ -10,7 +10,6 @@ so no GPU is needed and none is attached (the device requests are checked on the
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -146,7 +145,7 @@ def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
     executor = ContainerExecutor("img", docker_host="unix:///nonexistent/docker.sock", attach_gpu=False)
     with pytest.raises(ContainerError, match="does not answer"):
         executor.run(
-            json.dumps(REPLAY_SPEC),
+            JobSpec.model_validate(REPLAY_SPEC),
             tmp_path,
             tmp_path / "out",
             on_events=lambda _: None,
@@ -230,7 +229,7 @@ def test_the_engine_runs_in_a_container_without_network(
     spec = {**REPLAY_SPEC, "container": {"memory_limit": "512m", "cpus": 1.5}}
     monkeypatch.setenv("LLM_GATEWAY_KEY", "sk-never-in-a-diagnosis-container")
     result = executor.run(
-        json.dumps(spec),
+        JobSpec.model_validate(spec),
         project,
         tmp_path / "out",
         on_events=inspect,
@@ -258,7 +257,7 @@ def test_a_hanging_container_is_stopped_at_the_time_limit(
     spec = {**REPLAY_SPEC, "build_command": "sleep 600"}
     start = time.monotonic()
     result = executor.run(
-        json.dumps(spec),
+        JobSpec.model_validate(spec),
         project,
         tmp_path / "out",
         on_events=events.extend,
@@ -279,7 +278,7 @@ def test_cancellation_stops_the_container(
     spec = {**REPLAY_SPEC, "build_command": "sleep 600"}
     start = time.monotonic()
     result = executor.run(
-        json.dumps(spec),
+        JobSpec.model_validate(spec),
         project,
         tmp_path / "out",
         on_events=events.extend,
@@ -297,7 +296,7 @@ def test_a_missing_image_is_a_clear_error(
     spec = {**REPLAY_SPEC, "container": {"image": "localhost/intelliperf-no-such-image:1"}}
     with pytest.raises(ContainerError, match="'localhost/intelliperf-no-such-image:1' is not on this worker"):
         executor.run(
-            json.dumps(spec),
+            JobSpec.model_validate(spec),
             project,
             tmp_path / "out",
             on_events=lambda _: None,

@@ -244,9 +244,11 @@ def test_a_rewrite_that_no_longer_applies_is_a_clear_error(enterprise: FakeGitHu
 
 
 def test_a_report_without_a_rewrite_opens_nothing(enterprise: FakeGitHub) -> None:
-    repo = enterprise.add_repository(REPO, example_files("aos_field"))
+    repo = enterprise.add_repository(REPO, example_files("scatter_atomic"))
+    report = recorded("scatter_atomic")  # a control: no bottleneck, so no rewrite
+    assert report.best is None
     with pytest.raises(PullRequestError, match="no validated rewrite"):
-        open_pull_request(recorded("aos_field"), spec_for(repo, "aos_field"), JOB_A, target(enterprise))
+        open_pull_request(report, spec_for(repo, "scatter_atomic"), JOB_A, target(enterprise))
     assert not enterprise.requests
 
 

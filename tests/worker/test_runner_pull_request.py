@@ -38,7 +38,7 @@ class RecordedEngine:
 
     def run(
         self,
-        spec_json: str,
+        spec: JobSpec,
         project: Path,
         out: Path,
         *,
