@@ -366,14 +366,24 @@ def _root(
         raise typer.Exit()
 
 
-def _register_service_commands() -> None:
-    from service.cli import register
-
-    register(app)
+_composed = False
 
 
-_register_service_commands()
+def full_app() -> typer.Typer:
+    """The CLI with the service's commands (`serve`, `tokens`) and the worker's (`worker`), added when the
+    program runs rather than when this module is imported: the engine's CLI does not load the service or
+    the worker, and neither of those loads the other (`serve --worker` is wired here)."""
+    global _composed
+    if not _composed:
+        from service.cli import register as register_service
+        from worker.cli import register as register_worker
+        from worker.cli import start_local_workers
+
+        register_service(app, start_workers=start_local_workers)
+        register_worker(app)
+        _composed = True
+    return app
 
 
 def main() -> None:
-    app()
+    full_app()()

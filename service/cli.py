@@ -9,11 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,6 +30,7 @@ __all__ = ["register"]
 
 stdout = Console(width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
+_start_workers: Callable[[], list[subprocess.Popen[bytes]]] | None = None
 tokens_app = typer.Typer(help="Create, list and revoke API tokens (run where the database is reachable).")
 
 
@@ -113,59 +112,6 @@ def tokens_revoke(
     stderr.print(escape(f"token {token_id} ({name}) revoked"), highlight=False)
 
 
-def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str, str]]]:
-    """The celery command and environment of each worker process: one per visible GPU, else one."""
-    from worker.gpu import detect_gpus, queues_for
-
-    host = socket.gethostname()
-    base = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "--concurrency", "1"]
-    base += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
-    gpus = detect_gpus()
-    if not gpus:
-        name = f"{host}-cpu"
-        env = {"INTELLIPERF_WORKER_NAME": name}
-        return [([*base, "-Q", ",".join(queues or queues_for(None)), "-n", f"{name}@{host}"], env)]
-    commands = []
-    for gpu in gpus:
-        name = f"{host}-gpu{gpu.index}"
-        env = {
-            "INTELLIPERF_WORKER_NAME": name,
-            "INTELLIPERF_WORKER_GPU_INDEX": str(gpu.index),
-            "CUDA_VISIBLE_DEVICES": str(gpu.index),
-        }
-        commands.append(([*base, "-Q", ",".join(queues or queues_for(gpu)), "-n", f"{name}@{host}"], env))
-    return commands
-
-
-def _supervise(commands: list[tuple[list[str], dict[str, str]]]) -> int:
-    root = str(Path(__file__).resolve().parent.parent)
-    processes = []
-    for argv, env in commands:
-        full_env = {**os.environ, **env}
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full_env.get("PYTHONPATH")]))
-        stderr.print(f"starting worker {env['INTELLIPERF_WORKER_NAME']} on {argv[argv.index('-Q') + 1]}")
-        processes.append(subprocess.Popen(argv, env=full_env))
-
-    def forward(signum: int, _frame: object) -> None:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    codes = [process.wait() for process in processes]
-    return max(codes, default=0)
-
-
-def worker(
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", "-Q", help="Consume these queues instead of the GPU's own")
-    ] = None,
-) -> None:
-    """Start one Celery worker process per visible GPU (solo pool), each on its GPU's queue."""
-    raise typer.Exit(code=_supervise(worker_commands(queue)))
-
-
 def _kept_secret(configured: SecretStr | None, token_file: Path) -> str:
     """The configured value, else one made on first start and kept (mode 0600) in the data folder."""
     if configured is not None:
@@ -211,11 +157,12 @@ def serve(
     freeze_startup_heap()
     workers: list[subprocess.Popen[bytes]] = []
     if with_worker:
-        root = str(Path(__file__).resolve().parent.parent)
-        for argv, env in worker_commands(None):
-            full_env = {**os.environ, **env}
-            full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full_env.get("PYTHONPATH")]))
-            workers.append(subprocess.Popen(argv, env=full_env))
+        if _start_workers is None:
+            stderr.print(
+                "[bold red]error:[/bold red] no worker package to start a local worker from; use --no-worker"
+            )
+            raise typer.Exit(code=2)
+        workers = _start_workers()
     where = f"http://{host}:{port}"
     stderr.print(f"IntelliPerf on {where}  (dashboard {where}/, API docs {where}/docs)", highlight=False)
     stderr.print(
@@ -237,7 +184,10 @@ def serve(
                 process.kill()
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, *, start_workers: Callable[[], list[subprocess.Popen[bytes]]] | None) -> None:
+    """Add `serve` and `tokens` to ``app``. ``start_workers`` starts the local workers of the embedded default
+    (`serve --worker`): the composition is the caller's, so the service does not import the worker."""
+    global _start_workers
+    _start_workers = start_workers
     app.add_typer(tokens_app, name="tokens")
     app.command(help=serve.__doc__)(serve)
-    app.command(help=worker.__doc__)(worker)

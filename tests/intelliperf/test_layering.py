@@ -5,6 +5,8 @@ run, replayed loops included, lives in the product's own modules."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +68,24 @@ def test_the_cli_and_the_worker_drive_the_engine_only_through_run_spec() -> None
         imported = imported_modules(front)
         assert "intelliperf.engine.entry" in imported, front
         assert not imported & set(ENGINE_PARTS), (front, imported & set(ENGINE_PARTS))
+
+
+def test_the_engines_cli_loads_neither_the_service_nor_the_worker() -> None:
+    """`intelliperf run` needs neither; their commands join the CLI when the program runs (full_app)."""
+    code = (
+        "import sys, intelliperf.cli as c; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('service', 'worker'))); "
+        "c.full_app(); print(sorted({m.split('.')[0] for m in sys.modules} & {'service', 'worker'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    before, after = done.stdout.splitlines()
+    assert before == "[]" and after == "['service', 'worker']"
+
+
+def test_the_service_does_not_import_the_worker() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "service").rglob("*.py"))
+        if any(name == "worker" or name.startswith("worker.") for name in imported_modules(path))
+    ]
+    assert offenders == []

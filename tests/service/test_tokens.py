@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from intelliperf.cli import app
+from intelliperf.cli import full_app
 from service.db.models import ApiToken
 from service.db.session import Database
 from service.settings import get_service_settings
@@ -93,13 +93,13 @@ def test_a_token_is_shown_once_stored_hashed_used_listed_and_revoked(live: LiveS
 def test_each_token_has_its_own_secret_and_revoking_one_keeps_the_other(
     cli: CliRunner, live: LiveService
 ) -> None:
-    first = cli.invoke(app, ["tokens", "create", "--name", "a", "--repo", "*"])
-    second = cli.invoke(app, ["tokens", "create", "--name", "b", "--repo", "*"])
+    first = cli.invoke(full_app(), ["tokens", "create", "--name", "a", "--repo", "*"])
+    second = cli.invoke(full_app(), ["tokens", "create", "--name", "b", "--repo", "*"])
     assert first.exit_code == second.exit_code == 0, first.output + second.output
     secrets = [first.stdout.strip(), second.stdout.strip()]
     assert all(SECRET.fullmatch(secret) for secret in secrets) and secrets[0] != secrets[1]
-    assert cli.invoke(app, ["tokens", "revoke", "1"]).exit_code == 0
-    assert cli.invoke(app, ["tokens", "revoke", "1"]).exit_code == 0  # revoking again changes nothing
+    assert cli.invoke(full_app(), ["tokens", "revoke", "1"]).exit_code == 0
+    assert cli.invoke(full_app(), ["tokens", "revoke", "1"]).exit_code == 0  # revoking again changes nothing
     with live.client(secrets[0]) as gone, live.client(secrets[1]) as kept:
         assert gone.get("/v1/workers").status_code == 401
         assert kept.get("/v1/workers").status_code == 200
@@ -123,7 +123,7 @@ def test_a_bad_scope_or_name_exits_2_with_a_message_and_stores_nothing(
 ) -> None:
     for args, message in BAD_TOKENS:
         with subtests.test(" ".join(args)[:60]):
-            result = cli.invoke(app, ["tokens", "create", *args])
+            result = cli.invoke(full_app(), ["tokens", "create", *args])
             assert result.exit_code == 2, result.output
             assert message in " ".join(result.stderr.split()), result.stderr
             assert result.stdout == ""
@@ -132,9 +132,9 @@ def test_a_bad_scope_or_name_exits_2_with_a_message_and_stores_nothing(
 
 
 def test_revoking_an_unknown_token_exits_2(cli: CliRunner, db: Database) -> None:
-    result = cli.invoke(app, ["tokens", "revoke", "99"])
+    result = cli.invoke(full_app(), ["tokens", "revoke", "99"])
     assert result.exit_code == 2
     assert "no token with id 99" in result.stderr
-    result = cli.invoke(app, ["tokens", "revoke", "first"])
+    result = cli.invoke(full_app(), ["tokens", "revoke", "first"])
     assert result.exit_code == 2
     assert "Invalid value for 'token_id'" in result.stderr and "valid integer" in result.stderr

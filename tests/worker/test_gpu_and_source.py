@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from intelliperf.contract import RepositoryRef
-from service.cli import worker_commands
+from worker.cli import worker_commands
 from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.source import SourceError, checkout
 
