@@ -44,6 +44,12 @@ class ServiceSettings(BaseSettings):
     worker_stale_s: float = Field(
         default=60.0, gt=0, description="A worker whose last heartbeat is older than this is presumed dead"
     )
+    worker_forget_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="A worker not heard from for this long no longer counts as serving its GPU queues: jobs "
+        "for a queue only forgotten workers served are refused at submit",
+    )
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often workers report")
     secure_cookies: bool = Field(
         default=False,

@@ -144,7 +144,8 @@ class LocalExecutor:
         )
         assert process.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+        pump = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
+        pump.start()
         deadline = time.monotonic() + time_limit_s
         tail: list[str] = []
         error: EngineEvent | None = None
@@ -174,6 +175,9 @@ class LocalExecutor:
                     cancelled = True
                     _stop(process)
             time.sleep(POLL_S)
+        pump.join(timeout=KILL_GRACE_S)  # the group is gone, so the pipe ends
+        if not pump.is_alive():
+            process.stdout.close()
         report, summary = read_outputs(out)
         return ExecutionResult(
             exit_code=process.returncode,

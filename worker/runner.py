@@ -117,19 +117,20 @@ class JobRunner:
         """How long an event or a result that the database refuses is retried (with backoff) before the
         worker gives up on it; the reaper then takes the job back."""
 
-    def _write(self, what: str, write: Callable[[Session], T]) -> T:
-        """Run ``write`` in its own transaction, again with backoff (0.5 s doubling to 10 s) while the
-        database is down, so an outage delays a job's claim, events and result instead of losing them."""
+    def _transaction(self, what: str, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in its own transaction, again with backoff (0.5 s doubling to 10 s) while the
+        database is down, so an outage delays a job's claim, its secrets and archive, its events and its
+        result instead of failing or losing them."""
         deadline, wait = time.monotonic() + self.write_retry_s, 0.5
         while True:
             try:
                 with self.db.session() as session:
-                    return write(session)
+                    return work(session)
             except DATABASE_DOWN as exc:
                 if time.monotonic() + wait > deadline:
                     raise
                 log.warning(
-                    "writing %s: the database is unavailable (%s); again in %.1f s",
+                    "%s: the database is unavailable (%s); again in %.1f s",
                     what,
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                     wait,
@@ -149,7 +150,7 @@ class JobRunner:
                     return mine
             return job
 
-        return self._write(f"the claim of job {job_id}", take)
+        return self._transaction(f"claiming job {job_id}", take)
 
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
@@ -169,7 +170,7 @@ class JobRunner:
                 add_event(session, job_id, "log", trace)
                 finish(session, job_id, status="failed", outcome="worker_error", error=error)
 
-            self._write(f"job {job_id}'s failure", failed)
+            self._transaction(f"writing job {job_id}'s failure", failed)
             return "failed"
         finally:
             if self.heartbeat:
@@ -178,8 +179,10 @@ class JobRunner:
     def _run_claimed(self, job: Job) -> str:
         spec = JobSpec.model_validate(job.spec)
         try:
-            with self.db.session() as session:
-                secrets = load_secrets(session, job.id, self.secret_box)
+            secrets = self._transaction(
+                f"reading the secrets of job {job.id}",
+                lambda session: load_secrets(session, job.id, self.secret_box),
+            )
         except SecretError as exc:
             self._finish(job.id, status="failed", outcome="worker_error", error=str(exc))
             return "failed"
@@ -226,7 +229,7 @@ class JobRunner:
         return status
 
     def _finish(self, job_id: str, **result: object) -> None:
-        self._write(f"job {job_id}'s result", lambda session: finish(session, job_id, **result))  # type: ignore[arg-type]
+        self._transaction(f"writing job {job_id}'s result", lambda session: finish(session, job_id, **result))  # type: ignore[arg-type]
 
     def _pull_request(
         self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None
@@ -257,19 +260,22 @@ class JobRunner:
 
     def _fetch(self, job: Job, spec: JobSpec, destination: Path, token: str | None) -> Path:
         if job.source == "archive":
-            with self.db.session() as session:
+
+            def read(session: Session) -> bytes:
                 archive = session.get(JobArchive, job.id)
                 if archive is None:
                     raise SourceError(f"job {job.id} has no uploaded archive")
-                data = archive.data
-            return from_archive(data, destination)
+                return archive.data
+
+            return from_archive(self._transaction(f"reading the archive of job {job.id}", read), destination)
         if spec.repository is None:
             raise SourceError("the job names no repository to clone")
         return checkout(spec.repository, destination, token=token)
 
     def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
-        self._write(
-            f"an event of job {job_id}", lambda session: add_event(session, job_id, kind, message, stage)
+        self._transaction(
+            f"writing an event of job {job_id}",
+            lambda session: add_event(session, job_id, kind, message, stage),
         )
 
     def _store(self, job_id: str, events: list[EngineEvent]) -> None:
@@ -278,7 +284,7 @@ class JobRunner:
                 kind = "log" if event.kind == "error" else event.kind
                 add_event(session, job_id, kind, event.message, event.stage)
 
-        self._write(f"{len(events)} event(s) of job {job_id}", store)
+        self._transaction(f"writing {len(events)} event(s) of job {job_id}", store)
 
     def _cancel_check(self, job_id: str) -> Callable[[], bool]:
         last = 0.0

@@ -74,7 +74,9 @@ def create_app(
     registry.register(ops.JobMetrics(db, settings.worker_stale_s))
     app.state.settings, app.state.db, app.state.celery = settings, db, celery
     app.state.dispatcher, app.state.metrics_registry = dispatcher, registry
-    app.state.fleet = FleetCache(settings.worker_stale_s, ttl_s=settings.fleet_cache_s)
+    app.state.fleet = FleetCache(
+        settings.worker_stale_s, ttl_s=settings.fleet_cache_s, worker_forget_s=settings.worker_forget_s
+    )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20)
 
     app.add_exception_handler(RequestValidationError, validation_error_after_auth)

@@ -161,7 +161,7 @@ def _record(
     refusal = check_scope(principal, repository)
     if refusal:
         raise HTTPException(status.HTTP_403_FORBIDDEN, refusal)
-    unserved = request.app.state.fleet.refusal(session, spec.gpu.queue)
+    unserved = request.app.state.fleet.refusal(session, spec.gpu.queue, spec.gpu.min_memory_gib)
     if unserved:
         raise _invalid("gpu", unserved)
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+import worker.runner as runner_module
 from intelliperf.action._client import ServiceClient
 from intelliperf.contract import Application, JobSpec, RepositoryRef
 from service.db.models import Job
@@ -232,4 +233,45 @@ def test_a_claim_that_meets_the_outage_is_retried_until_the_database_is_back(
         assert again is not None and again.id == job_id
     finally:
         restart.join()
+        db.engine.dispose()
+
+
+def test_the_jobs_secrets_and_archive_are_read_again_once_the_database_is_back(
+    postgres: PrivatePostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database goes away in the moment after the claim, as the worker reads the job's secrets: the
+    read waits for it (before, the job failed inside the worker and the reaper ran it again), then the
+    archive is read and the job ends with its result on its first run."""
+    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live, live.client() as client:
+        job_id = submit(client)
+    db = Database(postgres.url)
+    heartbeat = Heartbeat(db, "w-reads", ["gpu.nvidia.any"], None, interval_s=60)
+    runner = JobRunner(
+        db, LocalExecutor(), "w-reads", heartbeat=heartbeat, write_retry_s=60, work_dir=tmp_path
+    )
+    restart = threading.Timer(3.0, postgres.start)
+    reads: list[float] = []
+    real_load = runner_module.load_secrets
+
+    def load_during_an_outage(*args: object, **kwargs: object) -> dict[str, str]:
+        reads.append(time.monotonic())
+        if len(reads) == 1:
+            postgres.stop()
+            restart.start()
+        return real_load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner_module, "load_secrets", load_during_an_outage)
+    try:
+        assert runner.run(job_id) == "succeeded"
+        assert len(reads) >= 2 and reads[-1] - reads[0] >= 2.5
+        with db.session() as session:
+            stored = session.get(Job, job_id)
+            assert stored is not None and (stored.status, stored.outcome, stored.runs) == (
+                "succeeded",
+                "diagnosed",
+                1,
+            )
+    finally:
+        if restart.is_alive():
+            restart.join()
         db.engine.dispose()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from service.db.migrate import upgrade
-from service.db.models import Worker
+from service.db.models import Worker, utcnow
 from service.db.session import Database
 from service.fleet import fleet_of
 from service.settings import ServiceSettings
@@ -87,3 +88,36 @@ def test_the_dashboard_marks_queued_jobs_whose_workers_are_gone(
     row = page[page.index(f'data-job="{job["id"]}"') :]
     row = row[: row.index("</tr>")]
     assert "gpu.nvidia.sm90" in row and "no worker" in row
+
+
+def test_forgotten_workers_and_too_little_gpu_memory_are_refused_at_submit(
+    settings_for: Callable[..., ServiceSettings], database_url: str
+) -> None:
+    """A retired architecture stops being served once its last worker is forgotten (worker_forget_s), and a
+    job asking for more GPU memory than any worker on its queue reported is refused with both numbers."""
+    settings = settings_for(database_url, fleet_cache_s=0.0, worker_forget_s=3600.0)
+    upgrade(settings.resolved_database_url)
+    database = Database(settings.resolved_database_url)
+    long_ago = utcnow() - timedelta(hours=2)
+    with database.session() as session:
+        session.add(
+            Worker(
+                name="h100",
+                hostname="h",
+                queues=["gpu.nvidia.sm90", "gpu.nvidia.any"],
+                gpu_memory_bytes=80 * 2**30,
+            )
+        )
+        session.add(Worker(name="v100", hostname="h", queues=["gpu.nvidia.sm70"], last_heartbeat=long_ago))
+    database.dispose()
+    big = {**HOPPER_JOB, "gpu": {"arch": "sm_90", "min_memory_gib": 120}}
+    fits = {**HOPPER_JOB, "gpu": {"arch": "sm_90", "min_memory_gib": 64}}
+    volta = {**NVIDIA_JOB, "gpu": {"arch": "sm_70"}}
+    with serve(settings, dispatch=False) as live, live.client() as client:
+        too_big, fitting, retired = (client.post("/v1/jobs", json=job) for job in (big, fits, volta))
+    assert too_big.status_code == 422
+    assert too_big.json()["detail"][0]["msg"] == (
+        "gpu.min_memory_gib is 120, but the largest GPU of a worker on gpu.nvidia.sm90 has 80.0 GiB"
+    )
+    assert fitting.status_code == 201, fitting.text
+    assert retired.status_code == 422 and "no worker serves the GPU queue gpu.nvidia.sm70" in retired.text
