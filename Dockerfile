@@ -124,7 +124,7 @@ WORKDIR /home/intelliperf
 # The heartbeat, not `celery inspect ping`: a solo-pool worker answers no ping while it runs a job (hours),
 # but its heartbeat thread keeps beating. Healthy when a worker of this host beat within worker_stale_s.
 HEALTHCHECK --interval=30s --timeout=20s --start-period=120s --retries=3 \
-    CMD ["python", "-c", "import socket, sys; from datetime import UTC, datetime, timedelta; from sqlalchemy import select; from service.db.models import Worker; from service.db.session import Database; from service.settings import get_service_settings; s = get_service_settings(); db = Database(s.resolved_database_url); c = db.engine.connect(); beats = c.execute(select(Worker.last_heartbeat).where(Worker.hostname == socket.gethostname())).scalars().all(); c.close(); sys.exit(0 if any(b > datetime.now(UTC) - timedelta(seconds=s.worker_stale_s) for b in beats) else 1)"]
+    CMD ["python", "-m", "worker.health"]
 CMD ["intelliperf", "worker"]
 
 

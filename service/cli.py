@@ -30,7 +30,7 @@ __all__ = ["register"]
 
 stdout = Console(width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
-_start_workers: Callable[[], list[subprocess.Popen[bytes]]] | None = None
+_start_workers: Callable[[str], list[subprocess.Popen[bytes]]] | None = None
 tokens_app = typer.Typer(help="Create, list and revoke API tokens (run where the database is reachable).")
 
 
@@ -151,6 +151,9 @@ def serve(
         settings.admin_token, settings.data_dir / "admin-token"
     )
     os.environ["INTELLIPERF_SECRET_KEY"] = _kept_secret(settings.secret_key, settings.data_dir / "secret-key")
+    os.environ["INTELLIPERF_WORKER_TOKEN"] = _kept_secret(
+        settings.worker_token, settings.data_dir / "worker-token"
+    )
     get_service_settings.cache_clear()
     settings = get_service_settings()
     app = create_app(settings)
@@ -162,7 +165,9 @@ def serve(
                 "[bold red]error:[/bold red] no worker package to start a local worker from; use --no-worker"
             )
             raise typer.Exit(code=2)
-        workers = _start_workers()
+        local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        # the local workers reach the API as any worker does: its URL and the (inherited) worker token
+        workers = _start_workers(f"http://{local}:{port}")
     where = f"http://{host}:{port}"
     stderr.print(f"IntelliPerf on {where}  (dashboard {where}/, API docs {where}/docs)", highlight=False)
     stderr.print(
@@ -184,7 +189,9 @@ def serve(
                 process.kill()
 
 
-def register(app: typer.Typer, *, start_workers: Callable[[], list[subprocess.Popen[bytes]]] | None) -> None:
+def register(
+    app: typer.Typer, *, start_workers: Callable[[str], list[subprocess.Popen[bytes]]] | None
+) -> None:
     """Add `serve` and `tokens` to ``app``. ``start_workers`` starts the local workers of the embedded default
     (`serve --worker`): the composition is the caller's, so the service does not import the worker."""
     global _start_workers

@@ -28,10 +28,10 @@ from celery import Celery
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from intelliperf.jobqueue import RUN_JOB, celery_priority
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
 from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispatched, unsent_among
-from service.queue import RUN_JOB, celery_priority
 from service.settings import ServiceSettings
 
 __all__ = ["MAX_RUNS", "Dispatcher", "lost_run"]

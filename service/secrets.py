@@ -40,7 +40,10 @@ class SecretBox:
         try:
             return self._fernet.decrypt(token).decode()
         except InvalidToken:
-            raise SecretError("a job secret cannot be decrypted: INTELLIPERF_SECRET_KEY differs") from None
+            raise SecretError(
+                "a job secret cannot be decrypted: the service's INTELLIPERF_SECRET_KEY is not the one "
+                "it was stored with"
+            ) from None
 
 
 def store_secrets(session: Session, job_id: str, secrets: dict[str, str], box: SecretBox) -> None:
@@ -51,7 +54,9 @@ def store_secrets(session: Session, job_id: str, secrets: dict[str, str], box: S
 def load_secrets(session: Session, job_id: str, box: SecretBox | None) -> dict[str, str]:
     rows = session.scalars(select(JobSecret).where(JobSecret.job_id == job_id)).all()
     if rows and box is None:
-        raise SecretError("the job carries secrets but this worker has no INTELLIPERF_SECRET_KEY")
+        raise SecretError(
+            "the job carries secrets but the service has no INTELLIPERF_SECRET_KEY to read them"
+        )
     return {row.name: box.decrypt(row.ciphertext) for row in rows} if box else {}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.loop_scenarios import fixed_source, known_fix
 from service.settings import ServiceSettings
-from tests.service.conftest import ROOT, celery_worker, project_archive, serve
+from tests.service.conftest import ROOT, WORKER_TOKEN, celery_worker, project_archive, serve
 from tests.support.fake_github import FakeGitHub
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -33,6 +33,7 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
         database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
         admin_token="gpu-admin",
         secret_key=SECRET_KEY,
+        worker_token=WORKER_TOKEN,
         heartbeat_s=1.0,
         events_poll_s=0.1,
     )
@@ -54,7 +55,7 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
             "llm": {"model": "scripted", "api_base": llm.api_base, "max_retries": 0},
             "pull_request": {"create_pr": True},
         }
-        worker_env = {"INTELLIPERF_SECRET_KEY": SECRET_KEY, "INTELLIPERF_GITHUB_API_URL": github.api_url}
+        worker_env = {"INTELLIPERF_GITHUB_API_URL": github.api_url}  # no key: the service keeps it
         with (
             celery_worker(settings, "gpu-worker", tmp_path / "worker.log", extra_env=worker_env),
             live.client(token="gpu-admin") as client,

@@ -1,5 +1,8 @@
 """The Celery worker: ``celery -A worker.app worker -P solo -Q gpu.nvidia.sm90,gpu.nvidia.any``.
 
+It needs the broker (INTELLIPERF_BROKER_URL), the service (INTELLIPERF_SERVICE_URL) and the worker token
+(INTELLIPERF_WORKER_TOKEN); no database and no secret key (worker.settings).
+
 One process per GPU with the solo pool (CUDA and fork do not mix); ``intelliperf worker`` starts them.
 ``acks_late`` with prefetch 1: a job's message is acknowledged when the job has finished, so a worker
 killed mid-job leaves it to the broker and to the service's reaper, and the claim keeps a redelivered
@@ -15,20 +18,19 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from service.db.session import Database
-from service.queue import RUN_JOB, make_celery
-from service.secrets import SecretBox
-from service.settings import get_service_settings
+from intelliperf.jobqueue import RUN_JOB, make_celery
 from worker.container import executor_for
 from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
+from worker.service_client import ServiceClient
+from worker.settings import get_worker_settings
 
 __all__ = ["celery", "run_job"]
 
 log = logging.getLogger(__name__)
 
-settings = get_service_settings()
+settings = get_worker_settings()
 celery = make_celery(settings)
 _runtime: dict[str, Any] = {}
 
@@ -46,17 +48,17 @@ def worker_name() -> str:
 
 def _runner() -> JobRunner:
     if "runner" not in _runtime:
-        db = Database(settings.resolved_database_url)
+        token = settings.worker_token.get_secret_value() if settings.worker_token else None
+        service = ServiceClient(settings.service_url, token, retry_s=settings.write_retry_s)
         gpu = _gpu()
-        heartbeat = Heartbeat(db, worker_name(), queues_for(gpu), gpu, settings.heartbeat_s)
+        heartbeat = Heartbeat(service, worker_name(), queues_for(gpu), gpu, settings.heartbeat_s)
         _runtime["heartbeat"] = heartbeat
         _runtime["runner"] = JobRunner(
-            db,
+            service,
             executor_for(settings),
             worker_name(),
             heartbeat=heartbeat,
             time_limit_s=settings.job_time_limit_s,
-            secret_box=SecretBox(settings.secret_key) if settings.secret_key else None,
         )
     runner: JobRunner = _runtime["runner"]
     return runner

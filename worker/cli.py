@@ -76,9 +76,13 @@ def _environment(env: dict[str, str]) -> dict[str, str]:
     return full_env
 
 
-def start_local_workers() -> list[subprocess.Popen[bytes]]:
-    """The embedded default's workers (`intelliperf serve --worker`), started beside the API."""
-    return [subprocess.Popen(argv, env=_environment(env)) for argv, env in worker_commands(None)]
+def start_local_workers(service_url: str) -> list[subprocess.Popen[bytes]]:
+    """The embedded default's workers (`intelliperf serve --worker`), started beside the API at
+    ``service_url`` (the worker token is in the environment they inherit)."""
+    return [
+        subprocess.Popen(argv, env=_environment({**env, "INTELLIPERF_SERVICE_URL": service_url}))
+        for argv, env in worker_commands(None)
+    ]
 
 
 def register(app: typer.Typer) -> None:

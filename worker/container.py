@@ -42,7 +42,6 @@ from docker.types import DeviceRequest
 
 from intelliperf.contract import JobSpec
 from intelliperf.llm.client import PROVIDER_KEYS
-from service.settings import ServiceSettings
 from worker.executor import (
     KILL_GRACE_S,
     POLL_S,
@@ -53,6 +52,7 @@ from worker.executor import (
     parse_line,
     read_outputs,
 )
+from worker.settings import WorkerSettings
 
 __all__ = [
     "ContainerError",
@@ -154,7 +154,7 @@ class ContainerExecutor:
         self.user = user or f"{os.getuid()}:{os.getgid()}"
 
     @classmethod
-    def from_settings(cls, settings: ServiceSettings) -> ContainerExecutor:
+    def from_settings(cls, settings: WorkerSettings) -> ContainerExecutor:
         gpu_ids = gpu_ids_from_env()
         has_gpu = gpu_ids is not None or _nvidia_present() or Path("/dev/kfd").exists()
         return cls(
@@ -395,7 +395,7 @@ def _exit_code(container: Any) -> int | None:
     return int(code) if isinstance(code, int) else None
 
 
-def executor_for(settings: ServiceSettings) -> Executor:
+def executor_for(settings: WorkerSettings) -> Executor:
     """The container executor where a container engine answers (per ``settings.executor``), else local."""
     if settings.executor == "local":
         return LocalExecutor()

@@ -1,4 +1,4 @@
-"""A worker's presence in the database: who it is, its GPU, its queues, its current job, every few seconds."""
+"""A worker's presence at the service: who it is, its GPU, its queues, its current job, every few seconds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import socket
 import threading
 import uuid
 
-from service.db.models import Worker, utcnow
-from service.db.session import Database
+from intelliperf.contract.worker import WorkerBeat
 from worker.gpu import GpuInfo
+from worker.service_client import ServiceClient
 
 __all__ = ["Heartbeat"]
 
@@ -21,9 +21,9 @@ class Heartbeat:
     can tell that the old process's job died with it."""
 
     def __init__(
-        self, db: Database, name: str, queues: list[str], gpu: GpuInfo | None, interval_s: float
+        self, client: ServiceClient, name: str, queues: list[str], gpu: GpuInfo | None, interval_s: float
     ) -> None:
-        self.db = db
+        self.client = client
         self.name = name
         self.queues = queues
         self.gpu = gpu
@@ -34,22 +34,20 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def beat(self) -> None:
-        with self.db.session() as session:
-            row = session.get(Worker, self.name)
-            if row is None:
-                row = Worker(
-                    name=self.name, hostname=socket.gethostname(), started_at=utcnow(), queues=self.queues
-                )
-                session.add(row)
-            if row.run_id != self.run_id:  # this process's first beat
-                row.run_id, row.started_at, row.hostname = self.run_id, utcnow(), socket.gethostname()
-            row.queues = self.queues
-            row.gpu_vendor = self.gpu.vendor if self.gpu else None
-            row.gpu_name = self.gpu.name if self.gpu else None
-            row.gpu_arch = self.gpu.arch if self.gpu else None
-            row.gpu_memory_bytes = self.gpu.memory_bytes if self.gpu else None
-            row.current_job = self.current_job
-            row.last_heartbeat = utcnow()
+        gpu = self.gpu
+        self.client.heartbeat(
+            self.name,
+            WorkerBeat(
+                run_id=self.run_id,
+                hostname=socket.gethostname(),
+                queues=self.queues,
+                gpu_vendor=gpu.vendor if gpu else None,
+                gpu_name=gpu.name if gpu else None,
+                gpu_arch=gpu.arch if gpu else None,
+                gpu_memory_bytes=gpu.memory_bytes if gpu else None,
+                current_job=self.current_job,
+            ),
+        )
 
     def set_job(self, job_id: str | None) -> None:
         self.current_job = job_id

@@ -13,26 +13,20 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session
+from typing import Literal
 
 from intelliperf.contract import JobSpec, Report
-from service.archive import ArchiveError
-from service.db.models import Job, JobArchive
-from service.db.session import Database
-from service.jobs import add_event, claim, finish
-from service.secrets import SecretBox, SecretError, load_secrets
+from intelliperf.contract.worker import ClaimedJob, EventIn, JobResult
+from intelliperf.project_archive import ArchiveError
 from worker.executor import EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
+from worker.service_client import ServiceClient
 from worker.source import SourceError, checkout, from_archive
 
 __all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify", "github_token_from_env"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 OUTCOME_BY_EXIT_CODE = {
     2: "bad_spec",
@@ -48,8 +42,6 @@ OUTCOME_BY_EXIT_CODE = {
     12: "llm_error",
 }
 CANCEL_CHECK_S = 1.0
-DATABASE_DOWN = (OperationalError, InterfaceError)
-"""What SQLAlchemy raises while the database is unreachable, restarting or refusing connections."""
 
 
 def classify(result: ExecutionResult) -> tuple[str, str, str | None]:
@@ -69,6 +61,11 @@ def classify(result: ExecutionResult) -> tuple[str, str, str | None]:
     return "failed", outcome, message
 
 
+def _kind(kind: str) -> Literal["stage", "log"]:
+    """An event's kind as stored: the engine's errors are log lines (the result carries the error)."""
+    return "stage" if kind == "stage" else "log"
+
+
 def _speedup(report: dict[str, object] | None) -> float | None:
     best = (report or {}).get("best")
     if isinstance(best, dict) and isinstance(best.get("speedup"), dict):
@@ -85,106 +82,53 @@ def github_token_from_env(_spec: JobSpec) -> str | None:
 class JobRunner:
     def __init__(
         self,
-        db: Database,
+        service: ServiceClient,
         executor: Executor,
         worker_name: str,
         *,
-        heartbeat: Heartbeat | None = None,
+        heartbeat: Heartbeat,
         work_dir: Path | None = None,
         time_limit_s: float = 6 * 3600,
-        secret_box: SecretBox | None = None,
         github_token: Callable[[JobSpec], str | None] = github_token_from_env,
         github_api_url: str | None = None,
         github_retries: int = 3,
         github_throttle: bool = True,
-        write_retry_s: float = 3600.0,
     ) -> None:
-        self.db = db
+        self.service = service
         self.executor = executor
         self.worker_name = worker_name
         self.heartbeat = heartbeat
         self.work_dir = work_dir
         self.time_limit_s = time_limit_s
-        self.secret_box = secret_box
-        """Decrypts the secrets sent with a job (service.secrets); None: such jobs fail with that reason."""
         self.github_token = github_token
         self.github_api_url = github_api_url
         """None: INTELLIPERF_GITHUB_API_URL, else https://api.github.com (GitHub Enterprise: .../api/v3)."""
         self.github_retries = github_retries
         self.github_throttle = github_throttle
         """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
-        self.write_retry_s = write_retry_s
-        """How long an event or a result that the database refuses is retried (with backoff) before the
-        worker gives up on it; the reaper then takes the job back."""
-
-    def _transaction(self, what: str, work: Callable[[Session], T]) -> T:
-        """Run ``work`` in its own transaction, again with backoff (0.5 s doubling to 10 s) while the
-        database is down, so an outage delays a job's claim, its secrets and archive, its events and its
-        result instead of failing or losing them."""
-        deadline, wait = time.monotonic() + self.write_retry_s, 0.5
-        while True:
-            try:
-                with self.db.session() as session:
-                    return work(session)
-            except DATABASE_DOWN as exc:
-                if time.monotonic() + wait > deadline:
-                    raise
-                log.warning(
-                    "%s: the database is unavailable (%s); again in %.1f s",
-                    what,
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                    wait,
-                )
-                time.sleep(wait)
-                wait = min(wait * 2, 10.0)
-
-    def _claim(self, job_id: str) -> Job | None:
-        run_id = self.heartbeat.run_id if self.heartbeat else None
-
-        def take(session: Session) -> Job | None:
-            job = claim(session, job_id, self.worker_name, run_id)
-            if job is None and run_id is not None:
-                # a try whose commit landed although its answer was lost to the outage: ours all the same
-                mine = session.get(Job, job_id)
-                if mine is not None and mine.status == "running" and mine.worker_run == run_id:
-                    return mine
-            return job
-
-        return self._transaction(f"claiming job {job_id}", take)
 
     def run(self, job_id: str) -> str:
         """Returns the job's final status, or 'skipped' when it was not this run's to do."""
-        job = self._claim(job_id)
+        job = self.service.claim(job_id, self.worker_name, self.heartbeat.run_id)
         if job is None:
             log.info("job %s is not queued (finished, cancelled or taken): skipped", job_id)
             return "skipped"
-        if self.heartbeat:
-            self.heartbeat.set_job(job_id)
+        self.heartbeat.set_job(job_id)
         try:
             return self._run_claimed(job)
         except Exception as exc:
             log.exception("job %s failed inside the worker", job_id)
             trace, error = traceback.format_exc(limit=5), f"{type(exc).__name__}: {exc}"
-
-            def failed(session: Session) -> None:
-                add_event(session, job_id, "log", trace)
-                finish(session, job_id, status="failed", outcome="worker_error", error=error)
-
-            self._transaction(f"writing job {job_id}'s failure", failed)
+            self._event(job_id, "log", trace)
+            self._finish(job_id, status="failed", outcome="worker_error", error=error)
             return "failed"
         finally:
-            if self.heartbeat:
-                self.heartbeat.set_job(None)
+            self.heartbeat.set_job(None)
 
-    def _run_claimed(self, job: Job) -> str:
-        spec = JobSpec.model_validate(job.spec)
-        try:
-            secrets = self._transaction(
-                f"reading the secrets of job {job.id}",
-                lambda session: load_secrets(session, job.id, self.secret_box),
-            )
-        except SecretError as exc:
-            self._finish(job.id, status="failed", outcome="worker_error", error=str(exc))
+    def _run_claimed(self, job: ClaimedJob) -> str:
+        spec, secrets = job.spec, job.secrets
+        if job.secrets_error is not None:
+            self._finish(job.id, status="failed", outcome="worker_error", error=job.secrets_error)
             return "failed"
         # the job's own GitHub token (sent with it) wins over the worker's
         github_token = secrets.get("github_token") or self.github_token(spec)
@@ -229,7 +173,7 @@ class JobRunner:
         return status
 
     def _finish(self, job_id: str, **result: object) -> None:
-        self._transaction(f"writing job {job_id}'s result", lambda session: finish(session, job_id, **result))  # type: ignore[arg-type]
+        self.service.result(job_id, JobResult(run_id=self.heartbeat.run_id, **result))  # type: ignore[arg-type]
 
     def _pull_request(
         self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None
@@ -258,33 +202,23 @@ class JobRunner:
         self._event(job_id, "log", f"pull request {opened.verb}: {opened.url}", "pull_request")
         return report, opened.url
 
-    def _fetch(self, job: Job, spec: JobSpec, destination: Path, token: str | None) -> Path:
+    def _fetch(self, job: ClaimedJob, spec: JobSpec, destination: Path, token: str | None) -> Path:
         if job.source == "archive":
-
-            def read(session: Session) -> bytes:
-                archive = session.get(JobArchive, job.id)
-                if archive is None:
-                    raise SourceError(f"job {job.id} has no uploaded archive")
-                return archive.data
-
-            return from_archive(self._transaction(f"reading the archive of job {job.id}", read), destination)
+            return from_archive(self.service.archive(job.id, self.heartbeat.run_id), destination)
         if spec.repository is None:
             raise SourceError("the job names no repository to clone")
         return checkout(spec.repository, destination, token=token)
 
     def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
-        self._transaction(
-            f"writing an event of job {job_id}",
-            lambda session: add_event(session, job_id, kind, message, stage),
-        )
+        event = EventIn(kind=_kind(kind), message=message, stage=stage)
+        self.service.events(job_id, self.heartbeat.run_id, [event])
 
     def _store(self, job_id: str, events: list[EngineEvent]) -> None:
-        def store(session: Session) -> None:
-            for event in events:
-                kind = "log" if event.kind == "error" else event.kind
-                add_event(session, job_id, kind, event.message, event.stage)
-
-        self._transaction(f"writing {len(events)} event(s) of job {job_id}", store)
+        sent = [
+            EventIn(kind="stage" if e.kind == "stage" else "log", message=e.message, stage=e.stage)
+            for e in events
+        ]
+        self.service.events(job_id, self.heartbeat.run_id, sent)
 
     def _cancel_check(self, job_id: str) -> Callable[[], bool]:
         last = 0.0
@@ -294,11 +228,6 @@ class JobRunner:
             if time.monotonic() - last < CANCEL_CHECK_S:
                 return False
             last = time.monotonic()
-            try:
-                with self.db.session() as session:
-                    job = session.get(Job, job_id)
-                    return job is None or job.cancel_requested
-            except DATABASE_DOWN:
-                return False  # asked again in a second; a cancellation waits for the database
+            return self.service.cancel_requested(job_id, self.heartbeat.run_id)
 
         return requested

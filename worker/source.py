@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from intelliperf.contract import RepositoryRef
-from service.archive import ArchiveLimits, extract_project
+from intelliperf.project_archive import ArchiveLimits, extract_project
 
 __all__ = ["SourceError", "checkout", "from_archive"]
 

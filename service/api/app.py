@@ -17,14 +17,14 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from intelliperf import __version__
 from intelliperf.contract import JobSpec
-from service.api import jobs, ops
+from intelliperf.jobqueue import make_celery
+from service.api import jobs, ops, worker_api
 from service.api.deps import validation_error_after_auth
 from service.api.limits import BodySizeLimit, BodyTooLarge
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.dispatch import Dispatcher
 from service.fleet import FleetCache
-from service.queue import make_celery
 from service.settings import ServiceSettings, get_service_settings
 
 __all__ = ["create_app"]
@@ -98,6 +98,7 @@ def create_app(
 
     app.include_router(jobs.router)
     app.include_router(ops.router)
+    app.include_router(worker_api.router)
     from service.dashboard import routes as dashboard
 
     app.include_router(dashboard.router)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from intelliperf.contract import JobSpec
+from intelliperf.project_archive import ArchiveError, ArchiveLimits, check_project
 from service.api.deps import (
     BearerSecret,
     CurrentPrincipal,
@@ -22,7 +23,6 @@ from service.api.deps import (
     principal_or_401,
 )
 from service.api.schemas import JobDetail, JobList, JobSummary
-from service.archive import ArchiveError, ArchiveLimits, check_project
 from service.auth import Principal, check_scope
 from service.db.models import FINISHED, JOB_STATES, Job
 from service.events import event_stream_response

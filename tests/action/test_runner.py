@@ -19,7 +19,16 @@ import pytest
 
 from service.settings import ServiceSettings
 from tests.action.test_inputs import parse_outputs
-from tests.service.conftest import ADMIN, ROOT, LiveService, celery_worker, free_port, serve, wait_for
+from tests.service.conftest import (
+    ADMIN,
+    ROOT,
+    WORKER_TOKEN,
+    LiveService,
+    celery_worker,
+    free_port,
+    serve,
+    wait_for,
+)
 
 SECRET_KEY = "action-test-secret-key-0123456789"
 LLM_KEY = "sk-live-" + uuid.uuid4().hex
@@ -35,6 +44,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
         database_url=f"sqlite:///{base / 'intelliperf.db'}",
         admin_token=ADMIN,  # type: ignore[arg-type]
         secret_key=SECRET_KEY,  # type: ignore[arg-type]
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
         heartbeat_s=0.5,
         worker_stale_s=3.0,
         dispatch_sweep_s=0.5,
@@ -42,9 +52,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     )
     with (
         serve(settings) as live,
-        celery_worker(
-            settings, "w-action", base / "worker.log", extra_env={"INTELLIPERF_SECRET_KEY": SECRET_KEY}
-        ),
+        celery_worker(settings, "w-action", base / "worker.log"),
     ):
         yield live
 

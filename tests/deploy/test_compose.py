@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from service.settings import ServiceSettings
+from worker.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -68,7 +69,7 @@ def test_the_worker_reserves_the_gpus_and_everything_waits_for_what_it_needs(com
     services = compose["services"]
     devices = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
-    for name, needs in {"service": {"postgres", "redis"}, "worker": {"service", "postgres", "redis"}}.items():
+    for name, needs in {"service": {"postgres", "redis"}, "worker": {"service", "redis"}}.items():
         depends = services[name]["depends_on"]
         assert set(depends) == needs
         assert all(depends[other]["condition"] == "service_healthy" for other in needs)
@@ -77,7 +78,8 @@ def test_the_worker_reserves_the_gpus_and_everything_waits_for_what_it_needs(com
 
 
 def test_the_environment_names_are_settings_the_service_reads(compose: dict[str, Any]) -> None:
-    known = {f"INTELLIPERF_{name.upper()}" for name in ServiceSettings.model_fields} | IMAGE_VARIABLES
+    fields = {*ServiceSettings.model_fields, *WorkerSettings.model_fields}
+    known = {f"INTELLIPERF_{name.upper()}" for name in fields} | IMAGE_VARIABLES
     # and the few the workers read straight from the environment (os.environ.get("INTELLIPERF_..."))
     for source in [*(ROOT / "worker").glob("*.py"), *(ROOT / "service").glob("*.py")]:
         known |= set(re.findall(r"environ\.get\(\"(INTELLIPERF_\w+)\"", source.read_text()))
@@ -85,12 +87,17 @@ def test_the_environment_names_are_settings_the_service_reads(compose: dict[str,
     for name in ("service", "worker"):
         env = services[name]["environment"]
         unknown = {key for key in env if key.startswith("INTELLIPERF_")} - known
-        assert not unknown, f"{name}: {unknown} are not ServiceSettings fields"
-        # one database, one broker and one secret key for the service and every worker
-        assert env["INTELLIPERF_DATABASE_URL"].startswith("postgresql+psycopg://")
-        assert env["INTELLIPERF_DATABASE_URL"].endswith("@postgres:5432/intelliperf")
+        assert not unknown, f"{name}: {unknown} are not settings the service or the worker reads"
+        # one broker and one worker token for the service and every worker
         assert env["INTELLIPERF_BROKER_URL"] == "redis://redis:6379/0"
-        assert env["INTELLIPERF_SECRET_KEY"].startswith("${INTELLIPERF_SECRET_KEY:?")
+        assert env["INTELLIPERF_WORKER_TOKEN"].startswith("${INTELLIPERF_WORKER_TOKEN:?")
+    service, worker = services["service"]["environment"], services["worker"]["environment"]
+    # the database and the secret key stay with the service: a GPU node has the service's URL instead
+    assert service["INTELLIPERF_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert service["INTELLIPERF_DATABASE_URL"].endswith("@postgres:5432/intelliperf")
+    assert service["INTELLIPERF_SECRET_KEY"].startswith("${INTELLIPERF_SECRET_KEY:?")
+    assert not {"INTELLIPERF_DATABASE_URL", "INTELLIPERF_SECRET_KEY"} & set(worker)
+    assert worker["INTELLIPERF_SERVICE_URL"] == "http://service:8000"
     # the admin token comes from the env file, never written into the compose file
     assert services["service"]["env_file"] == [".env"]
     text = (ROOT / "docker-compose.yml").read_text()

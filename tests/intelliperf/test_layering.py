@@ -89,3 +89,14 @@ def test_the_service_does_not_import_the_worker() -> None:
         if any(name == "worker" or name.startswith("worker.") for name in imported_modules(path))
     ]
     assert offenders == []
+
+
+def test_the_worker_does_not_import_the_service() -> None:
+    """A GPU node runs the worker with the broker, the service's URL and its token: no database, no secret
+    key, none of the service's modules (it talks to the worker API)."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "worker").rglob("*.py"))
+        if any(name == "service" or name.startswith("service.") for name in imported_modules(path))
+    ]
+    assert offenders == []

@@ -35,6 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_TEST_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("INTELLIPERF_TEST_REDIS", "redis://127.0.0.1:6379")
 ADMIN = "test-admin-secret"
+WORKER_TOKEN = "test-worker-token"
+SERVICE_URL_FILE = "test-service-url"
+"""In a test's data_dir: where its live service listens (serve), so the test's workers reach it (a file,
+since pytest may import this module twice: as the conftest and as tests.service.conftest)."""
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -85,6 +89,7 @@ def settings_for(tmp_path: Path) -> Callable[..., ServiceSettings]:
             "data_dir": tmp_path / "data",
             "database_url": database_url,
             "admin_token": ADMIN,
+            "worker_token": WORKER_TOKEN,
             "heartbeat_s": 0.5,
             "worker_stale_s": 3.0,
             "dispatch_sweep_s": 0.5,
@@ -141,9 +146,13 @@ def serve(settings: ServiceSettings, *, dispatch: bool = True) -> Iterator[LiveS
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.05)
+    url_file = settings.data_dir / SERVICE_URL_FILE
+    url_file.parent.mkdir(parents=True, exist_ok=True)
+    url_file.write_text(f"http://127.0.0.1:{port}")
     try:
         yield LiveService(url=f"http://127.0.0.1:{port}", settings=settings, server=server)
     finally:
+        url_file.unlink(missing_ok=True)
         server.should_exit = True
         thread.join(timeout=20)
 
@@ -154,11 +163,14 @@ def live(settings: ServiceSettings) -> Iterator[LiveService]:
         yield service
 
 
-def worker_env(settings: ServiceSettings, name: str) -> dict[str, str]:
+def worker_env(settings: ServiceSettings, name: str, service_url: str) -> dict[str, str]:
+    """A worker's whole configuration: the broker (its folder in data_dir, or its URL), the service's URL and
+    the worker token. No database URL and no secret key reach it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
     env |= {
         "INTELLIPERF_DATA_DIR": str(settings.data_dir),
-        "INTELLIPERF_DATABASE_URL": settings.resolved_database_url,
+        "INTELLIPERF_SERVICE_URL": service_url,
+        "INTELLIPERF_WORKER_TOKEN": settings.worker_secret or "",
         "INTELLIPERF_HEARTBEAT_S": str(settings.heartbeat_s),
         "INTELLIPERF_WORKER_NAME": name,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -176,8 +188,10 @@ def celery_worker(
     log: Path,
     queues: str = "gpu.nvidia.any",
     extra_env: dict[str, str] | None = None,
+    service_url: str | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `celery worker -P solo` process; waits until its first heartbeat is in the database."""
+    """A real `celery worker -P solo` process talking to the service at ``service_url`` (by default the live
+    service of ``settings``, see serve); waits until its first heartbeat is in the database."""
     from service.db.models import Worker
 
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "-c", "1"]
@@ -186,7 +200,7 @@ def celery_worker(
         process = subprocess.Popen(
             argv,
             cwd=ROOT,
-            env=worker_env(settings, name) | (extra_env or {}),
+            env=worker_env(settings, name, _service_url(settings, service_url)) | (extra_env or {}),
             stdout=sink,
             stderr=sink,
             start_new_session=True,
@@ -211,6 +225,15 @@ def celery_worker(
                 process.kill()
                 process.wait()
         database.dispose()
+
+
+def _service_url(settings: ServiceSettings, given: str | None) -> str:
+    if given is not None:
+        return given
+    url_file = settings.data_dir / SERVICE_URL_FILE
+    if not url_file.is_file():
+        raise RuntimeError("start the service (serve) before its workers, or name its URL")
+    return url_file.read_text()
 
 
 def project_archive(files: dict[str, str | bytes]) -> bytes:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from service.settings import ServiceSettings
-from tests.service.conftest import ADMIN, ROOT, celery_worker, free_port, wait_for
+from tests.service.conftest import ADMIN, ROOT, WORKER_TOKEN, celery_worker, free_port, wait_for
 from tests.service.test_worker_flow import REPLAY_SPEC, recorded_example_archive
 
 HEADERS = {"Authorization": f"Bearer {ADMIN}"}
@@ -31,6 +31,7 @@ def api_process(settings: ServiceSettings, port: int, log: Path) -> Iterator[sub
         "INTELLIPERF_DATA_DIR": str(settings.data_dir),
         "INTELLIPERF_DATABASE_URL": settings.resolved_database_url,
         "INTELLIPERF_ADMIN_TOKEN": ADMIN,
+        "INTELLIPERF_WORKER_TOKEN": WORKER_TOKEN,
         "INTELLIPERF_HEARTBEAT_S": str(settings.heartbeat_s),
         "INTELLIPERF_WORKER_STALE_S": str(settings.worker_stale_s),
         "INTELLIPERF_DISPATCH_SWEEP_S": str(settings.dispatch_sweep_s),
@@ -88,6 +89,7 @@ def test_the_api_killed_and_restarted_mid_job_loses_no_event_and_no_result(tmp_p
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path / 'service.db'}",
         admin_token=ADMIN,  # type: ignore[arg-type]
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
         heartbeat_s=0.5,
         worker_stale_s=30.0,
         dispatch_sweep_s=0.5,
@@ -99,7 +101,7 @@ def test_the_api_killed_and_restarted_mid_job_loses_no_event_and_no_result(tmp_p
     spec = {**REPLAY_SPEC, "build_command": "sleep 4; echo built"}
     with (
         api_process(settings, port, tmp_path / "api-1.log") as first,
-        celery_worker(settings, "w-restart", tmp_path / "worker.log"),
+        celery_worker(settings, "w-restart", tmp_path / "worker.log", service_url=url),
     ):
         response = httpx.post(
             f"{url}/v1/jobs",
@@ -114,7 +116,7 @@ def test_the_api_killed_and_restarted_mid_job_loses_no_event_and_no_result(tmp_p
         wait_for(lambda: any('"stage": "build"' in data for _, _, data in seen), timeout=60)
         first.send_signal(signal.SIGKILL)
         first.wait()
-        time.sleep(2.0)  # the worker goes on without the API: the build is still running
+        time.sleep(2.0)  # the worker goes on without the API (its events wait): the build is still running
         with api_process(settings, port, tmp_path / "api-2.log"):
             reader.join(timeout=120)
             assert not reader.is_alive(), "the event stream never ended"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.archive import ArchiveError, ArchiveLimits, check_project, extract_project
+from intelliperf.project_archive import ArchiveError, ArchiveLimits, check_project, extract_project
 
 
 def archive(

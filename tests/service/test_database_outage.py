@@ -23,17 +23,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-import worker.runner as runner_module
 from intelliperf.action._client import ServiceClient
 from intelliperf.contract import Application, JobSpec, RepositoryRef
 from service.db.models import Job
 from service.db.session import Database
 from service.settings import ServiceSettings
-from tests.service.conftest import ADMIN, celery_worker, free_port, serve, wait_for
+from tests.service.conftest import ADMIN, WORKER_TOKEN, celery_worker, free_port, serve, wait_for
 from tests.service.test_worker_flow import REPLAY_SPEC, finished, submit
-from worker.executor import LocalExecutor
-from worker.heartbeat import Heartbeat
-from worker.runner import JobRunner
+from worker.service_client import ServiceClient as WorkerApi
 
 BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 
@@ -89,6 +86,7 @@ def _settings(tmp_path: Path, url: str) -> ServiceSettings:
         data_dir=tmp_path / "data",
         database_url=url,
         admin_token=ADMIN,  # type: ignore[arg-type]
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
         heartbeat_s=0.5,
         worker_stale_s=3.0,
         dispatch_sweep_s=0.5,
@@ -170,8 +168,8 @@ def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
 ) -> None:
     """A real Celery worker runs a job (its build takes 4 s); the database goes away for 6 s once the build
     has started, so the build's events and the engine's run into the outage. The worker retries them with
-    backoff: the job succeeds, nothing is left `running` and no event is missing. (Reading the job's
-    archive and secrets, before the build, does not wait for the database yet.)"""
+    backoff (the worker API answers 503 meanwhile): the job succeeds, nothing is left `running` and no event
+    is missing."""
     settings = _settings(tmp_path, postgres.url).model_copy(update={"worker_stale_s": 60.0})
     spec = {**REPLAY_SPEC, "build_command": "sleep 4; echo built"}
     with (
@@ -197,81 +195,50 @@ def test_a_job_running_through_an_outage_ends_with_its_result_and_every_event(
     # the run that met the outage outlived it: not failed inside the worker and re-run after the reaper
     assert state["runs"] == 1, state  # type: ignore[index]
     log = (tmp_path / "worker.log").read_text()
-    assert "the database is unavailable" in log and "failed inside the worker" not in log
+    assert "the service is unavailable (503" in log and "failed inside the worker" not in log
     stages = [line for line in events.text.splitlines() if line.startswith("data:")]
     for stage in ("build", "timing", "counters", "diagnose"):
         assert any(f'"stage": "{stage}"' in line or f'"stage":"{stage}"' in line for line in stages), stage
 
 
-def test_a_claim_that_meets_the_outage_is_retried_until_the_database_is_back(
+def test_a_claim_and_an_archive_read_that_meet_the_outage_wait_for_the_database(
     postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
-    """The worker takes a job's message while the database is away: its claim waits for the database instead
-    of failing the task (before, the message was spent and the job waited for the re-dispatch, ten minutes
-    later by default). The heartbeat is never started: only its run id is used."""
-    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live, live.client() as client:
-        job_id = submit(client)
+    """The worker takes a job's message while the database is away: the API answers 503 with Retry-After
+    and the worker's claim waits (before, the message was spent and the job waited for the re-dispatch, ten
+    minutes later by default). The same for its archive, read in the moment after the claim. A claim the
+    same run repeats (its first answer lost) returns the job again; another run's gets nothing."""
+    settings = _settings(tmp_path, postgres.url)
+    with serve(settings, dispatch=False) as live:
+        with live.client() as client:
+            job_id = submit(client)
+        api = WorkerApi(live.url, WORKER_TOKEN, retry_s=60)
+        try:
+            waited = []
+            for step in ("claim", "archive"):
+                postgres.stop()
+                restart = threading.Timer(3.0, postgres.start)
+                restart.start()
+                started = time.monotonic()
+                if step == "claim":
+                    job = api.claim(job_id, "w-claim", "run-1")
+                else:
+                    archive = api.archive(job_id, "run-1")
+                waited.append(time.monotonic() - started)
+                restart.join()
+            assert job is not None and job.id == job_id and job.source == "archive"
+            assert archive[:2] == b"\x1f\x8b"  # the gzip the job was submitted with
+            assert min(waited) >= 2.5, waited
+            assert api.claim(job_id, "w-other", "run-2") is None  # taken
+            again = api.claim(job_id, "w-claim", "run-1")  # the same run again, as after a lost answer
+            assert again is not None and again.id == job_id
+        finally:
+            api.close()
     db = Database(postgres.url)
-    heartbeat = Heartbeat(db, "w-claim", ["gpu.nvidia.any"], None, interval_s=60)
-    runner = JobRunner(db, LocalExecutor(), "w-claim", heartbeat=heartbeat, write_retry_s=60)
-    postgres.stop()
-    restart = threading.Timer(3.0, postgres.start)
-    restart.start()
     try:
-        started = time.monotonic()
-        job = runner._claim(job_id)
-        waited = time.monotonic() - started
-        restart.join()
-        assert job is not None and job.id == job_id and waited >= 2.5
         with db.session() as session:
             stored = session.get(Job, job_id)
             assert stored is not None
-            assert (stored.status, stored.worker_run, stored.runs) == ("running", heartbeat.run_id, 1)
-        other = Heartbeat(db, "w-other", ["gpu.nvidia.any"], None, interval_s=60)
-        assert JobRunner(db, LocalExecutor(), "w-other", heartbeat=other)._claim(job_id) is None  # taken
-        again = runner._claim(job_id)  # the same run again, as after a commit whose answer was lost
-        assert again is not None and again.id == job_id
+            assert (stored.status, stored.worker_run, stored.runs) == ("running", "run-1", 1)
     finally:
-        restart.join()
-        db.engine.dispose()
-
-
-def test_the_jobs_secrets_and_archive_are_read_again_once_the_database_is_back(
-    postgres: PrivatePostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The database goes away in the moment after the claim, as the worker reads the job's secrets: the
-    read waits for it (before, the job failed inside the worker and the reaper ran it again), then the
-    archive is read and the job ends with its result on its first run."""
-    with serve(_settings(tmp_path, postgres.url), dispatch=False) as live, live.client() as client:
-        job_id = submit(client)
-    db = Database(postgres.url)
-    heartbeat = Heartbeat(db, "w-reads", ["gpu.nvidia.any"], None, interval_s=60)
-    runner = JobRunner(
-        db, LocalExecutor(), "w-reads", heartbeat=heartbeat, write_retry_s=60, work_dir=tmp_path
-    )
-    restart = threading.Timer(3.0, postgres.start)
-    reads: list[float] = []
-    real_load = runner_module.load_secrets
-
-    def load_during_an_outage(*args: object, **kwargs: object) -> dict[str, str]:
-        reads.append(time.monotonic())
-        if len(reads) == 1:
-            postgres.stop()
-            restart.start()
-        return real_load(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(runner_module, "load_secrets", load_during_an_outage)
-    try:
-        assert runner.run(job_id) == "succeeded"
-        assert len(reads) >= 2 and reads[-1] - reads[0] >= 2.5
-        with db.session() as session:
-            stored = session.get(Job, job_id)
-            assert stored is not None and (stored.status, stored.outcome, stored.runs) == (
-                "succeeded",
-                "diagnosed",
-                1,
-            )
-    finally:
-        if restart.is_alive():
-            restart.join()
         db.engine.dispose()

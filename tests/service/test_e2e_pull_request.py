@@ -23,7 +23,7 @@ from tests.support.scripted_llm import ScriptedLLM
 
 LLM_KEY = "sk-e2e-llm-key-0123456789abcdef"
 GITHUB_TOKEN = "ghp_e2e_token_0123456789abcdefghij"
-SECRET_KEY = "e2e-service-and-worker-key"
+SECRET_KEY = "e2e-service-key"
 EXAMPLE = ROOT / "examples" / "transpose_bank"
 RECORDED = ROOT / "tests" / "fixtures" / "gpu" / "transpose_bank"
 
@@ -63,7 +63,7 @@ def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
             "llm": {"model": "scripted", "api_base": llm.api_base, "max_retries": 0},
             "pull_request": {"create_pr": True, "labels": ["intelliperf", "performance"]},
         }
-        worker_env = {"INTELLIPERF_SECRET_KEY": SECRET_KEY, "INTELLIPERF_GITHUB_API_URL": github.api_url}
+        worker_env = {"INTELLIPERF_GITHUB_API_URL": github.api_url}  # no key: the service keeps it
         log = tmp_path / "worker.log"
         with celery_worker(settings, "w-e2e", log, extra_env=worker_env), live.client() as client:
             response = client.post(

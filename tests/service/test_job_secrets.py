@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 from sqlalchemy import select
 
 from service.db.models import Job, JobEvent, JobSecret
@@ -56,7 +57,7 @@ def test_without_a_secret_key_the_service_refuses_secrets_and_records_nothing(li
 def test_secrets_reach_the_engine_only_and_are_deleted_when_the_job_ends(
     settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(database_url, secret_key="service-and-workers-share-this")
+    settings = settings_for(database_url, secret_key="the-service-keeps-this")
     database = Database(settings.resolved_database_url)
     with serve(settings) as live:
         code, body = post(live, SECRETS)
@@ -66,9 +67,8 @@ def test_secrets_reach_the_engine_only_and_are_deleted_when_the_job_ends(
             stored = {row.name: row.ciphertext for row in session.scalars(select(JobSecret))}
         assert set(stored) == {"llm_key", "github_token"}
         assert all(LLM_KEY.encode() not in c and GITHUB_TOKEN.encode() not in c for c in stored.values())
-        worker_env = {"INTELLIPERF_SECRET_KEY": "service-and-workers-share-this"}
-        log = tmp_path / "worker.log"
-        with celery_worker(settings, "w-secrets", log, extra_env=worker_env), live.client() as client:
+        log = tmp_path / "worker.log"  # the worker has no key: the service reads the secrets for its claim
+        with celery_worker(settings, "w-secrets", log), live.client() as client:
             state = wait_for(
                 lambda: (
                     (s := client.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed") and s
@@ -90,14 +90,19 @@ def test_secrets_reach_the_engine_only_and_are_deleted_when_the_job_ends(
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_a_worker_without_the_key_fails_the_job_with_that_reason(
+def test_secrets_the_service_can_no_longer_read_fail_the_job_with_that_reason(
     settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(database_url, secret_key="service-only")
-    with serve(settings) as live:
+    """The job's secrets were stored under one key; the service now runs with another (a rotated key)."""
+    settings = settings_for(database_url, secret_key="the-first-key")
+    with serve(settings, dispatch=False) as live:
         job_id = str(post(live, SECRETS)[1]["id"])
-        with celery_worker(settings, "w-nokey", tmp_path / "worker.log"), live.client() as client:
-            state = wait_for(
-                lambda: (s := client.get(f"/v1/jobs/{job_id}").json())["status"] == "failed" and s
-            )
-    assert "no INTELLIPERF_SECRET_KEY" in state["error"]  # type: ignore[index]
+    rotated = settings.model_copy(update={"secret_key": SecretStr("a-rotated-key")})
+    with (
+        serve(rotated) as live,
+        celery_worker(rotated, "w-rotated", tmp_path / "worker.log"),
+        live.client() as client,
+    ):
+        state = wait_for(lambda: (s := client.get(f"/v1/jobs/{job_id}").json())["status"] == "failed" and s)
+    assert state["outcome"] == "worker_error"  # type: ignore[index]
+    assert "is not the one it was stored with" in state["error"]  # type: ignore[index]

@@ -11,7 +11,7 @@ import pytest
 from service.db.models import Worker
 from service.db.session import Database
 from service.settings import ServiceSettings
-from tests.service.conftest import celery_worker
+from tests.service.conftest import celery_worker, serve
 from tests.worker.test_gpu_and_source import SMI_TWO_GPUS, fake_smi
 
 
@@ -26,7 +26,10 @@ def test_a_worker_advertises_its_gpu_and_the_queues_it_consumes(
     path = f"{fake_smi(tmp_path / 'bin', SMI_TWO_GPUS)}:{os.environ['PATH']}"
     env = {"PATH": path, "INTELLIPERF_WORKER_GPU_INDEX": "1"}
     queues = "gpu.nvidia.sm90"  # not its default pair: what -Q says is what it consumes
-    with celery_worker(settings, "w-gpu1", tmp_path / "worker.log", queues=queues, extra_env=env):
+    with (
+        serve(settings, dispatch=False),
+        celery_worker(settings, "w-gpu1", tmp_path / "worker.log", queues=queues, extra_env=env),
+    ):
         database = Database(settings.resolved_database_url)
         with database.session() as session:
             row = session.get(Worker, "w-gpu1")

@@ -23,7 +23,6 @@ import pytest
 from docker.types import DeviceRequest
 
 from intelliperf.contract import JobSpec
-from service.settings import ServiceSettings
 from tests.service.conftest import recorded_example_archive
 from worker import container as container_module
 from worker.container import (
@@ -35,6 +34,7 @@ from worker.container import (
     gpu_options,
 )
 from worker.executor import EngineEvent, LocalExecutor
+from worker.settings import WorkerSettings
 from worker.source import from_archive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,13 +132,13 @@ def test_the_job_s_own_llm_key_wins_over_the_worker_s(tmp_path: Path) -> None:
 
 
 def test_no_engine_means_the_local_executor_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    settings = ServiceSettings(executor="auto", docker_host="unix:///nonexistent/docker.sock")
+    settings = WorkerSettings(executor="auto", docker_host="unix:///nonexistent/docker.sock")
     with caplog.at_level(logging.WARNING, logger="worker.container"):
         assert isinstance(executor_for(settings), LocalExecutor)
     assert "does not answer" in caplog.text and "without the container sandbox" in caplog.text
-    assert isinstance(executor_for(ServiceSettings(executor="local")), LocalExecutor)
+    assert isinstance(executor_for(WorkerSettings(executor="local")), LocalExecutor)
     with pytest.raises(ContainerError, match="does not answer"):
-        executor_for(ServiceSettings(executor="container", docker_host="unix:///nonexistent/docker.sock"))
+        executor_for(WorkerSettings(executor="container", docker_host="unix:///nonexistent/docker.sock"))
 
 
 def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
@@ -306,7 +306,7 @@ def test_a_missing_image_is_a_clear_error(
 
 
 def test_the_container_executor_is_chosen_where_the_engine_answers(docker_host: str) -> None:
-    chosen = executor_for(ServiceSettings(executor="auto", docker_host=docker_host, worker_image=BASE_IMAGE))
+    chosen = executor_for(WorkerSettings(executor="auto", docker_host=docker_host, worker_image=BASE_IMAGE))
     assert isinstance(chosen, ContainerExecutor) and chosen.image == BASE_IMAGE
-    missing = ServiceSettings(executor="auto", docker_host=docker_host, worker_image="localhost/nope:1")
+    missing = WorkerSettings(executor="auto", docker_host=docker_host, worker_image="localhost/nope:1")
     assert isinstance(executor_for(missing), LocalExecutor)

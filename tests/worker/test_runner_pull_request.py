@@ -20,10 +20,13 @@ from service.db.migrate import upgrade
 from service.db.models import Job, JobEvent
 from service.db.session import Database
 from service.jobs import submit
-from tests.service.conftest import project_archive
+from service.settings import ServiceSettings
+from tests.service.conftest import WORKER_TOKEN, project_archive, serve
 from tests.support.fake_github import FakeGitHub
 from worker.executor import EngineEvent, ExecutionResult
+from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
+from worker.service_client import ServiceClient
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "benchmarks" / "results" / "loop" / "transpose_bank" / "report.json"
@@ -52,12 +55,29 @@ class RecordedEngine:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    upgrade(url)
-    database = Database(url)
+def settings(tmp_path: Path) -> ServiceSettings:
+    return ServiceSettings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def db(settings: ServiceSettings) -> Iterator[Database]:
+    upgrade(settings.resolved_database_url)
+    database = Database(settings.resolved_database_url)
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def api(settings: ServiceSettings, db: Database) -> Iterator[ServiceClient]:
+    """The worker's side of the worker API, against the real service on this database."""
+    with serve(settings, dispatch=False) as live:
+        client = ServiceClient(live.url, WORKER_TOKEN, retry_s=5)
+        yield client
+        client.close()
 
 
 @pytest.fixture
@@ -84,12 +104,13 @@ def queue_job(db: Database, github: FakeGitHub, create_pr: bool = True) -> str:
         return job.id
 
 
-def runner(db: Database, github: FakeGitHub, token: str | None = TOKEN) -> JobRunner:
+def runner(api: ServiceClient, github: FakeGitHub, token: str | None = TOKEN) -> JobRunner:
     report = json.loads(REPORT.read_text())
     return JobRunner(
-        db,
+        api,
         RecordedEngine(report),
         "w-test",
+        heartbeat=Heartbeat(api, "w-test", ["gpu.nvidia.any"], None, interval_s=60),
         github_token=lambda _spec: token,
         github_api_url=github.api_url,
         github_retries=0,
@@ -107,9 +128,11 @@ def outcome(db: Database, job_id: str) -> tuple[Job, list[str]]:
         return job, list(events)
 
 
-def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(db: Database, github: FakeGitHub) -> None:
+def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(
+    db: Database, api: ServiceClient, github: FakeGitHub
+) -> None:
     job_id = queue_job(db, github)
-    assert runner(db, github).run(job_id) == "succeeded"
+    assert runner(api, github).run(job_id) == "succeeded"
     job, events = outcome(db, job_id)
     [pull] = github.pulls("acme/kernels")
     assert job.pr_url == pull["html_url"] == f"{github.root}/acme/kernels/pull/1"
@@ -120,7 +143,7 @@ def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(db: Database
     assert job.speedup == pytest.approx(1.6838, abs=1e-4)
 
     second = queue_job(db, github)
-    runner(db, github).run(second)
+    runner(api, github).run(second)
     job2, events2 = outcome(db, second)
     assert job2.pr_url == job.pr_url and len(github.pulls("acme/kernels")) == 1
     assert f"pull request updated: {job.pr_url}" in events2
@@ -128,11 +151,11 @@ def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(db: Database
 
 @pytest.mark.parametrize("token", [TOKEN, None], ids=["github-refuses", "no-token"])
 def test_a_failed_pull_request_keeps_the_result_with_a_warning(
-    db: Database, github: FakeGitHub, token: str | None
+    db: Database, api: ServiceClient, github: FakeGitHub, token: str | None
 ) -> None:
     github.fail(422, "POST", r"/pulls$", "Validation Failed")
     job_id = queue_job(db, github)
-    assert runner(db, github, token).run(job_id) == "succeeded"
+    assert runner(api, github, token).run(job_id) == "succeeded"
     job, events = outcome(db, job_id)
     assert (job.status, job.outcome, job.pr_url, job.error) == ("succeeded", "success", None, None)
     assert job.report is not None and job.report["best"] is not None and job.diff
@@ -144,9 +167,9 @@ def test_a_failed_pull_request_keeps_the_result_with_a_warning(
     assert TOKEN not in json.dumps(job.report) and all(TOKEN not in e for e in events)
 
 
-def test_no_pull_request_unless_asked(db: Database, github: FakeGitHub) -> None:
+def test_no_pull_request_unless_asked(db: Database, api: ServiceClient, github: FakeGitHub) -> None:
     job_id = queue_job(db, github, create_pr=False)
-    assert runner(db, github).run(job_id) == "succeeded"
+    assert runner(api, github).run(job_id) == "succeeded"
     job, events = outcome(db, job_id)
     assert job.pr_url is None and not github.requests
     assert not any("pull request" in e for e in events)

@@ -1,0 +1,70 @@
+"""The worker API's messages: what a GPU node and the service say to each other (service/api/worker_api.py,
+worker/service_client.py). A worker holds no database URL and no secret key; it is given a job's spec,
+source and secrets when it claims the job, and only the run that claimed a job may write its events and
+result."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from intelliperf.contract.job import JobSpec
+
+__all__ = ["ClaimRequest", "ClaimedJob", "EventIn", "EventsIn", "JobResult", "WorkerBeat"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkerBeat(_Message):
+    run_id: str = Field(min_length=1, max_length=64, description="This worker process (one per start)")
+    hostname: str = Field(max_length=255)
+    queues: list[str]
+    gpu_vendor: str | None = None
+    gpu_name: str | None = None
+    gpu_arch: str | None = None
+    gpu_memory_bytes: int | None = Field(default=None, ge=0)
+    current_job: str | None = None
+
+
+class ClaimRequest(_Message):
+    worker: str = Field(min_length=1, max_length=200)
+    run_id: str = Field(min_length=1, max_length=64)
+
+
+class ClaimedJob(_Message):
+    id: str
+    spec: JobSpec
+    source: Literal["archive", "git"]
+    secrets: dict[str, str] = Field(
+        default_factory=dict, description="Sent once, with the claim; never logged"
+    )
+    secrets_error: str | None = Field(default=None, description="Why the job's secrets could not be read")
+
+    def __repr_args__(self) -> Any:  # the secrets' values never reach a log through repr
+        return [(k, v if k != "secrets" else sorted(self.secrets)) for k, v in super().__repr_args__()]
+
+
+class EventIn(_Message):
+    kind: Literal["stage", "log"]
+    message: str
+    stage: str | None = None
+
+
+class EventsIn(_Message):
+    run_id: str = Field(min_length=1, max_length=64)
+    events: list[EventIn] = Field(min_length=1, max_length=1000)
+
+
+class JobResult(_Message):
+    run_id: str = Field(min_length=1, max_length=64)
+    status: Literal["succeeded", "failed", "cancelled"]
+    outcome: str
+    error: str | None = None
+    report: dict[str, Any] | None = None
+    diff: str | None = None
+    summary: str | None = None
+    speedup: float | None = None
+    pr_url: str | None = None

@@ -1,0 +1,93 @@
+"""The job queue both sides share: the service publishes job ids, workers consume them (Celery).
+
+One queue per GPU kind (``gpu.nvidia.sm90``; ``gpu.nvidia.any`` for jobs that name no architecture).
+Messages carry only the job id: the service holds the job. Jobs run for hours with ``acks_late``, so
+the broker's visibility timeout must outlast the longest job, or Redis hands the message to a second
+worker while the first still runs (the service's claim makes that harmless, but wasteful).
+
+``QueueSettings`` are what both the service and a worker read from the environment; Celery is imported
+when an app is made (the engine's own install has no Celery).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = ["RUN_JOB", "QueueSettings", "celery_priority", "make_celery"]
+
+RUN_JOB = "intelliperf.run_job"
+
+
+class QueueSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTELLIPERF_", extra="ignore", env_ignore_empty=True)
+
+    data_dir: Path = Field(
+        default=Path("intelliperf-data"),
+        description="Where the embedded defaults live: the SQLite database, the filesystem broker",
+    )
+    broker_url: str | None = Field(
+        default=None, description="Celery broker, e.g. redis://127.0.0.1:6379/0 (default: files in data_dir)"
+    )
+    heartbeat_s: float = Field(default=10.0, gt=0, description="How often workers report")
+    job_time_limit_s: float = Field(
+        default=6 * 3600,
+        gt=0,
+        description="Hard limit of any job; the broker's visibility timeout exceeds it",
+    )
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or "filesystem://"
+
+    @property
+    def broker_folder(self) -> Path:
+        """The embedded broker's message folder (only used without a broker URL)."""
+        return self.data_dir.resolve() / "broker"
+
+
+def celery_priority(priority: int) -> int:
+    """The API's priority (0 lowest .. 9 highest) as Celery's Redis priority (0 is served first)."""
+    return 9 - max(0, min(9, priority))
+
+
+def make_celery(settings: QueueSettings) -> Celery:
+    from celery import Celery
+
+    broker = settings.resolved_broker_url
+    options: dict[str, object] = {"visibility_timeout": int(settings.job_time_limit_s + 3600)}
+    if broker.startswith("redis"):
+        options |= {"priority_steps": list(range(10)), "sep": ":", "queue_order_strategy": "priority"}
+    elif broker.startswith("filesystem"):
+        folder = settings.broker_folder
+        for sub in ("out", "processed", "control"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        options |= {
+            "data_folder_in": str(folder / "out"),
+            "data_folder_out": str(folder / "out"),
+            "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),
+            "store_processed": False,
+        }
+    app = Celery("intelliperf", broker=broker, set_as_current=False)
+    app.conf.update(
+        broker_transport_options=options,
+        broker_connection_timeout=3,
+        broker_connection_retry_on_startup=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        task_default_queue="gpu.nvidia.any",
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
+    return app

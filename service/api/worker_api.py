@@ -1,0 +1,172 @@
+"""The worker API: everything a GPU node needs from the service, over HTTP with the worker token.
+
+A worker holds only the broker's URL, the service's URL and the worker token (as Airflow 3's workers
+moved off the database onto a task-execution API): it claims a job here and is given its spec, source
+and secrets once; it fetches the job's archive, writes its events and its result, and asks whether it
+was cancelled. Only the run that claimed a job (its ``run_id``, one per worker process start) may do
+those; any other gets 409, so a worker restarted under the same name never writes into the job its dead
+predecessor held. A claim repeated by the run that holds it returns the job again, so a claim whose
+answer was lost is not a lost job. While the database is down every call answers 503 with Retry-After
+(service.api.app), and the worker retries.
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from intelliperf.contract import JobSpec
+from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventsIn, JobResult, WorkerBeat
+from service.api.deps import get_db, get_settings
+from service.db.models import FINISHED, Job, JobArchive, Worker, utcnow
+from service.jobs import add_event, claim, finish
+from service.secrets import SecretBox, SecretError, load_secrets
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/v1/worker",
+    tags=["worker API"],
+    responses={
+        400: {"description": "A body that is not JSON"},
+        401: {"description": "No worker token, or not the worker token"},
+        404: {"description": "No such job (job routes)"},
+        409: {"description": "The job is not queued (claim) or not held by this run (the other job routes)"},
+    },
+)
+_bearer = HTTPBearer(auto_error=False, description="The worker token (INTELLIPERF_WORKER_TOKEN)")
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def _worker_token(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    expected = get_settings(request).worker_secret
+    if expected is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "this service has no worker token (INTELLIPERF_WORKER_TOKEN): it accepts no worker",
+            _CHALLENGE,
+        )
+    given = credentials.credentials if credentials is not None else ""
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "not the worker token", _CHALLENGE)
+
+
+WorkerToken = Annotated[None, Depends(_worker_token)]
+
+
+def _held(session: Session, job_id: str, run_id: str) -> Job:
+    """The job, if ``run_id`` holds it (running, or finished by that run); else 404 or 409."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
+    if job.worker_run != run_id or job.status not in ("running", *FINISHED):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} is not held by run {run_id}")
+    return job
+
+
+@router.put("/workers/{name}", status_code=status.HTTP_204_NO_CONTENT, summary="A worker's heartbeat")
+def heartbeat(name: str, beat: WorkerBeat, request: Request, _: WorkerToken) -> Response:
+    with get_db(request).session() as session:
+        row = session.get(Worker, name)
+        if row is None:
+            row = Worker(name=name, hostname=beat.hostname, started_at=utcnow(), queues=beat.queues)
+            session.add(row)
+        if row.run_id != beat.run_id:  # this process's first beat
+            row.run_id, row.started_at, row.hostname = beat.run_id, utcnow(), beat.hostname
+        row.queues = beat.queues
+        row.gpu_vendor, row.gpu_name, row.gpu_arch = beat.gpu_vendor, beat.gpu_name, beat.gpu_arch
+        row.gpu_memory_bytes = beat.gpu_memory_bytes
+        row.current_job = beat.current_job
+        row.last_heartbeat = utcnow()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/workers", summary="This host's workers and whether each is alive (the image's healthcheck)")
+def host_workers(hostname: str, request: Request, _: WorkerToken) -> list[dict[str, object]]:
+    stale = utcnow() - timedelta(seconds=get_settings(request).worker_stale_s)
+    with get_db(request).session() as session:
+        rows = session.scalars(select(Worker).where(Worker.hostname == hostname).order_by(Worker.name)).all()
+        return [{"name": w.name, "alive": w.last_heartbeat >= stale} for w in rows]
+
+
+@router.post(
+    "/jobs/{job_id}/claim",
+    response_model=ClaimedJob,
+    responses={409: {"description": "Not queued: finished, cancelled or held by another run"}},
+    summary="Take a queued job: its spec, source and secrets",
+)
+def claim_job(job_id: str, body: ClaimRequest, request: Request, _: WorkerToken) -> ClaimedJob:
+    settings = get_settings(request)
+    with get_db(request).session() as session:
+        job = claim(session, job_id, body.worker, body.run_id)
+        if job is None:
+            held = session.get(Job, job_id)
+            if held is None or held.status != "running" or held.worker_run != body.run_id:
+                raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} is not queued")
+            job = held  # this run's claim again: its first answer was lost
+        secrets, secrets_error = {}, None
+        try:
+            box = SecretBox(settings.secret_key) if settings.secret_key else None
+            secrets = load_secrets(session, job_id, box)
+        except SecretError as exc:
+            secrets_error = str(exc)
+        return ClaimedJob(
+            id=job.id,
+            spec=JobSpec.model_validate(job.spec),
+            source="archive" if job.source == "archive" else "git",
+            secrets=secrets,
+            secrets_error=secrets_error,
+        )
+
+
+@router.get(
+    "/jobs/{job_id}/archive",
+    response_class=Response,
+    responses={200: {"content": {"application/gzip": {}}}, 409: {"description": "Not this run's job"}},
+    summary="The project archive uploaded with a job",
+)
+def archive(job_id: str, run_id: str, request: Request, _: WorkerToken) -> Response:
+    with get_db(request).session() as session:
+        _held(session, job_id, run_id)
+        stored = session.get(JobArchive, job_id)
+        if stored is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no uploaded archive")
+        return Response(stored.data, media_type="application/gzip")
+
+
+@router.post("/jobs/{job_id}/events", status_code=status.HTTP_204_NO_CONTENT, summary="A job's events")
+def events(job_id: str, body: EventsIn, request: Request, _: WorkerToken) -> Response:
+    with get_db(request).session() as session:
+        _held(session, job_id, body.run_id)
+        for event in body.events:
+            add_event(session, job_id, event.kind, event.message, event.stage)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/jobs/{job_id}/cancel", summary="Whether the job's cancellation was asked for")
+def cancel_requested(job_id: str, run_id: str, request: Request, _: WorkerToken) -> dict[str, bool]:
+    with get_db(request).session() as session:
+        job = _held(session, job_id, run_id)
+        return {"cancel": bool(job.cancel_requested)}
+
+
+@router.post(
+    "/jobs/{job_id}/result",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="A job's end: its status, outcome, report and diff",
+)
+def result(job_id: str, body: JobResult, request: Request, _: WorkerToken) -> Response:
+    with get_db(request).session() as session:
+        job = _held(session, job_id, body.run_id)
+        if job.status == "running":  # a result sent again after a lost answer changes nothing
+            fields = body.model_dump(exclude={"run_id", "status"})
+            finish(session, job_id, status=body.status, **fields)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

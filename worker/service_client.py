@@ -1,0 +1,138 @@
+"""The worker's side of the worker API (service/api/worker_api.py): every call the service cannot answer
+right now (down, restarting, its database away: connection errors, 502, 503 with Retry-After, 504) is
+tried again with backoff (0.5 s doubling to 10 s, or the Retry-After it names) until ``retry_s`` has
+passed, so an outage delays a job's claim, events and result instead of losing them."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventIn, EventsIn, JobResult, WorkerBeat
+
+__all__ = ["JobNotHeld", "ServiceClient", "ServiceError"]
+
+log = logging.getLogger(__name__)
+UNAVAILABLE = (502, 503, 504)
+
+
+class ServiceError(RuntimeError):
+    """The service refused a call for good (a bad token, a malformed request), or stayed away too long."""
+
+
+class JobNotHeld(ServiceError):
+    """409: the job is not (or no longer) this run's: finished, cancelled, or taken back by the reaper."""
+
+
+class ServiceClient:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        retry_s: float = 3600.0,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
+        self.retry_s = retry_s
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _call(
+        self, what: str, method: str, path: str, *, retry_s: float | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
+        wait = 0.5
+        while True:
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                reason, pause = f"{type(exc).__name__}: {exc}", wait
+            else:
+                if response.status_code not in UNAVAILABLE:
+                    return _checked(what, response)
+                reason = f"{response.status_code} {_detail(response)}"
+                pause = _retry_after(response) or wait
+            if time.monotonic() + pause > deadline:
+                raise ServiceError(f"{what}: the service did not answer ({reason})")
+            log.warning("%s: the service is unavailable (%s); again in %.1f s", what, reason, pause)
+            time.sleep(pause)
+            wait = min(wait * 2, 10.0)
+
+    def heartbeat(self, name: str, beat: WorkerBeat) -> None:
+        self._call("heartbeat", "PUT", f"/v1/worker/workers/{name}", json=beat.model_dump(), retry_s=0)
+
+    def claim(self, job_id: str, worker: str, run_id: str) -> ClaimedJob | None:
+        """The job, or None when it is not queued (finished, cancelled, or another run's)."""
+        body = ClaimRequest(worker=worker, run_id=run_id).model_dump()
+        try:
+            response = self._call(
+                f"claiming job {job_id}", "POST", f"/v1/worker/jobs/{job_id}/claim", json=body
+            )
+        except JobNotHeld:
+            return None
+        return ClaimedJob.model_validate_json(response.content)
+
+    def archive(self, job_id: str, run_id: str) -> bytes:
+        what = f"reading the archive of job {job_id}"
+        return self._call(what, "GET", f"/v1/worker/jobs/{job_id}/archive", params={"run_id": run_id}).content
+
+    def events(self, job_id: str, run_id: str, events: list[EventIn]) -> None:
+        body = EventsIn(run_id=run_id, events=events).model_dump()
+        what = f"writing {len(events)} event(s) of job {job_id}"
+        self._call(what, "POST", f"/v1/worker/jobs/{job_id}/events", json=body)
+
+    def result(self, job_id: str, result: JobResult) -> None:
+        what = f"writing job {job_id}'s result"
+        self._call(what, "POST", f"/v1/worker/jobs/{job_id}/result", json=result.model_dump())
+
+    def cancel_requested(self, job_id: str, run_id: str) -> bool:
+        """Asked every second while a job runs: one try; a cancellation waits for the service."""
+        try:
+            response = self._call(
+                f"asking about job {job_id}", "GET", f"/v1/worker/jobs/{job_id}/cancel",
+                params={"run_id": run_id}, retry_s=0,
+            )  # fmt: skip
+        except JobNotHeld:
+            return True  # taken back from this run: stop
+        except ServiceError:
+            return False
+        return bool(response.json().get("cancel"))
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = None
+    return str(detail) if detail else response.text[:200]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return min(max(float(value), 0.1), 30.0) if value else None
+    except ValueError:
+        return None
+
+
+def _checked(what: str, response: httpx.Response) -> httpx.Response:
+    if response.status_code == 409:
+        raise JobNotHeld(f"{what}: {_detail(response)}")
+    if response.is_error:
+        raise ServiceError(f"{what}: the service answered {response.status_code}: {_detail(response)}")
+    return response
