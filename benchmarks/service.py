@@ -62,6 +62,7 @@ PG_ADMIN_URL = os.environ.get("INTELLIPERF_BENCH_PG", "postgresql+psycopg://root
 REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 14  # the benchmark's own Redis database number, flushed before and after
 ADMIN = "bench-admin-secret"
+WORKER_TOKEN = "bench-worker-token"
 REPOSITORY = "bench/kernels"
 # Load-phase jobs go to a queue no running worker of the benchmark consumes (a registered but parked node
 # serves it, so the service accepts them); dispatch-phase jobs to the running worker's.
@@ -96,6 +97,7 @@ def service_env(database_url: str, broker_url: str, data_dir: Path, **extra: str
         "INTELLIPERF_DATABASE_URL": database_url,
         "INTELLIPERF_BROKER_URL": broker_url,
         "INTELLIPERF_ADMIN_TOKEN": ADMIN,
+        "INTELLIPERF_WORKER_TOKEN": WORKER_TOKEN,
         "INTELLIPERF_DATA_DIR": str(data_dir),
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
@@ -143,9 +145,8 @@ class Server:
 
 
 @contextlib.contextmanager
-def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[Server]:
+def api_server(env: dict[str, str], workers: int, log: Path, port: int) -> Iterator[Server]:
     """uvicorn in its own process group; yields once /healthz answers."""
-    port = free_port()
     with log.open("ab") as sink:
         process = subprocess.Popen(
             server_argv(port, workers), cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True
@@ -158,12 +159,20 @@ def api_server(env: dict[str, str], workers: int, log: Path) -> Iterator[Server]
 
 
 @contextlib.contextmanager
-def celery_worker(env: dict[str, str], name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``celery worker -P solo`` on gpu.nvidia.any (it starts while the caller goes on)."""
+def celery_worker(
+    env: dict[str, str], name: str, log: Path, service_url: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``celery worker -P solo`` on gpu.nvidia.any (it starts while the caller goes on), a client of
+    the service at ``service_url`` like any GPU node: the broker, that URL and the worker token only."""
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "-c", "1"]
     argv += ["-Q", "gpu.nvidia.any", "-n", f"{name}@bench", "--without-gossip", "--without-mingle"]
     argv += ["--loglevel", "WARNING"]
-    env = env | {"INTELLIPERF_WORKER_NAME": name, "INTELLIPERF_HEARTBEAT_S": "5"}
+    env = {k: v for k, v in env.items() if k not in ("INTELLIPERF_DATABASE_URL", "INTELLIPERF_ADMIN_TOKEN")}
+    env |= {
+        "INTELLIPERF_WORKER_NAME": name,
+        "INTELLIPERF_HEARTBEAT_S": "5",
+        "INTELLIPERF_SERVICE_URL": service_url,
+    }
     with log.open("ab") as sink:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=sink, start_new_session=True)
     try:
@@ -248,7 +257,7 @@ class Connection:
         if not status_line:
             await self.close()
             raise ConnectionError("the server closed the connection")
-        length, close = 0, False
+        length, close, chunked = 0, False, False
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b""):
@@ -259,10 +268,20 @@ class Connection:
                 length = int(value)
             elif name == b"connection" and value.strip().lower() == b"close":
                 close = True
-        body = await self.reader.readexactly(length) if length else b""
+            elif name == b"transfer-encoding" and value.strip().lower() == b"chunked":
+                chunked = True
+        body = await self._chunked() if chunked else await self.reader.readexactly(length) if length else b""
         if close:
             await self.close()
         return int(status_line.split(b" ", 2)[1]), body
+
+    async def _chunked(self) -> bytes:
+        assert self.reader is not None
+        parts = []
+        while size := int((await self.reader.readline()).strip() or b"0", 16):
+            parts.append((await self.reader.readexactly(size + 2))[:-2])
+        await self.reader.readline()  # the blank line after the last chunk
+        return b"".join(parts)
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -600,8 +619,13 @@ def run(
     redis_db: int = REDIS_DB,
     latency_trials: int = 3,
     speed_probe_s: float = 10.0,
+    fleet_options: dict[str, Any] | None = None,
 ) -> dict[str, object]:
+    """``fleet_options``: benchmarks.fleet's (workers, jobs, events_per_s, batch, readers, client_rate,
+    heartbeat_s, duration_s, connections)."""
     from service.db.migrate import upgrade
+
+    fleet_options = fleet_options or {}
 
     speed = cpu_speed(speed_probe_s)  # before anything of the benchmark runs: the machine on its own
     with (
@@ -613,9 +637,10 @@ def run(
         token = make_token(database_url)
         database, broker = server_versions(database_url, broker_url)
         env = service_env(database_url, broker_url, log_dir / "data")
+        port = free_port()
         with (
-            celery_worker(env, "bench-worker", log_dir / "worker.log") as worker,
-            api_server(env, server_workers, log_dir / "uvicorn.log") as server,
+            celery_worker(env, "bench-worker", log_dir / "worker.log", f"http://127.0.0.1:{port}") as worker,
+            api_server(env, server_workers, log_dir / "uvicorn.log", port) as server,
         ):
             # warm-up: every server process imports, connects and serves a few of each
             warm = load(server, post_requests(token, 4 * clients), clients)
@@ -636,6 +661,11 @@ def run(
             wait_for_worker(worker, "bench-worker", database_url, log_dir / "worker.log")
             dispatch = dispatch_latency(server.port, token, database_url, dispatch_jobs, dispatch_rate)
             worker.terminate()  # its warm shutdown overlaps the server's
+            from benchmarks.fleet import run_fleet  # imports this module: here, not at its top
+
+            fleet = run_fleet(
+                server.port, token, WORKER_TOKEN, LOAD_SPEC, server_group=server.group, **fleet_options
+            )
     phases = {
         "post_saturated": post_sat,
         "get_saturated": get_sat,
@@ -669,6 +699,7 @@ def run(
         "get_saturated_p99_ms": _round(get_sat.percentile(99)),
         "errors": sum(p.errors for p in phases.values()),
         **dispatch,
+        **fleet,
         "phases": {
             name: {
                 "requests": p.requests,
@@ -687,7 +718,13 @@ def run(
             }
             for name, p in phases.items()
         },
-        "targets": {"p99_ms": 50, "submit_per_s": 300, "dispatch_p99_ms": 500},
+        "targets": {
+            "p99_ms": 50,
+            "submit_per_s": 300,
+            "dispatch_p99_ms": 500,
+            "fleet_events_lost": 0,
+            "fleet_events_duplicated": 0,
+        },
     }
     for name, runs in (("post_at_rate", post_trials), ("get_at_rate", get_trials)):
         result["phases"][name]["trials"] = [  # type: ignore[index]
@@ -726,6 +763,14 @@ def print_table(result: dict[str, object]) -> None:
         f"{result['post_p99_ms']} ms, GET p99 {result['get_p99_ms']} ms (target < 50); dispatch p99 "
         f"{result['dispatch_p99_ms']} ms (target < 500)"
     )
+    print(
+        f"fleet: {result['fleet_workers']} workers heartbeating, {result['fleet_jobs']} jobs writing "
+        f"{result['fleet_events_per_s']} events/s, {result['fleet_readers']} readers: heartbeat p99 "
+        f"{result['fleet_heartbeat_p99_ms']} ms, event write p99 {result['fleet_event_write_p99_ms']} ms, "
+        f"delivery p99 {result['fleet_event_p99_ms']} ms, {result['fleet_server_cpu_ms_per_request']} ms "
+        f"server CPU per request; events lost {result['fleet_events_lost']}, duplicated "
+        f"{result['fleet_events_duplicated']}; errors {result['fleet_errors']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -750,6 +795,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--speed-probe-s", type=float, default=10.0, help="seconds of the CPU-steadiness probe first"
     )
+    fleet = parser.add_argument_group("fleet phase (benchmarks/fleet.py)")
+    fleet.add_argument("--fleet-workers", type=int, default=1000, help="simulated workers heartbeating")
+    fleet.add_argument("--fleet-jobs", type=int, default=200, help="running jobs writing events")
+    fleet.add_argument("--fleet-events-per-s", type=float, default=2000.0, help="events written, in all")
+    fleet.add_argument("--fleet-batch", type=int, default=10, help="events per write")
+    fleet.add_argument("--fleet-readers", type=int, default=20, help="event streams followed")
+    fleet.add_argument("--fleet-client-rate", type=float, default=10.0, help="submissions and reads per s")
+    fleet.add_argument("--fleet-heartbeat-s", type=float, default=10.0)
+    fleet.add_argument("--fleet-duration-s", type=float, default=30.0)
+    fleet.add_argument("--fleet-connections", type=int, default=64)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="intelliperf-bench-") as scratch:
         log_dir = args.logs or Path(scratch)
@@ -766,6 +821,17 @@ def main(argv: list[str] | None = None) -> int:
             redis_db=args.redis_db,
             latency_trials=args.latency_trials,
             speed_probe_s=args.speed_probe_s,
+            fleet_options={
+                "workers": args.fleet_workers,
+                "jobs": args.fleet_jobs,
+                "events_per_s": args.fleet_events_per_s,
+                "batch": args.fleet_batch,
+                "readers": args.fleet_readers,
+                "client_rate": args.fleet_client_rate,
+                "heartbeat_s": args.fleet_heartbeat_s,
+                "duration_s": args.fleet_duration_s,
+                "connections": args.fleet_connections,
+            },
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -76,10 +76,28 @@ def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     argv = ["--out", str(out), "--clients", "5", "--requests", "20", "--rate", "100", "--duration-s", "5"]
     argv += ["--dispatch-jobs", "3", "--dispatch-rate", "20", "--server-workers", "1", "--redis-db", "13"]
     argv += ["--latency-trials", "2", "--speed-probe-s", "1"]
+    argv += [
+        "--fleet-workers",
+        "12",
+        "--fleet-jobs",
+        "4",
+        "--fleet-events-per-s",
+        "40",
+        "--fleet-readers",
+        "2",
+    ]
+    argv += ["--fleet-duration-s", "3", "--fleet-heartbeat-s", "1", "--fleet-connections", "8"]
     assert bench.main([*argv, "--logs", str(tmp_path / "logs")]) == 0
     result = json.loads(out.read_text())
     assert result.keys() >= KEYS
     assert result["clients"] == 5 and result["server_workers"] == 1
+    assert result["fleet_workers"] == 12 and result["fleet_jobs"] == 4
+    assert result["fleet_events_written"] >= 80 and result["fleet_events_delivered_to_readers"] > 0
+    assert (result["fleet_events_lost"], result["fleet_events_duplicated"], result["fleet_errors"]) == (
+        0,
+        0,
+        0,
+    )
     speed = result["machine_cpu_speed"]
     assert speed["processes"] == os.cpu_count()
     assert 0 < speed["loops_per_chunk_min"] <= speed["loops_per_chunk_median"] <= speed["loops_per_chunk_max"]
