@@ -51,8 +51,15 @@ async def _open(port: int) -> Connection:
     return connection
 
 
-def _beat(i: int) -> dict[str, object]:
-    return {"run_id": f"w{i}", "hostname": f"fleet-host-{i // 8}", "queues": ["gpu.nvidia.sm90"]}
+def _beat(i: int, current_job: str | None = None) -> dict[str, object]:
+    """Worker i's heartbeat; a worker running a job names it (the service's reaper takes a job back from a
+    run whose heartbeats stop naming it)."""
+    return {
+        "run_id": f"w{i}",
+        "hostname": f"fleet-host-{i // 8}",
+        "queues": ["gpu.nvidia.sm90"],
+        "current_job": current_job,
+    }
 
 
 async def _setup_jobs(
@@ -183,7 +190,8 @@ async def _fleet(
     start = time.perf_counter() + 1.0
     schedule: list[tuple[float, str, Build, Callable[[int], None] | None]] = []
     for i in range(workers):
-        raw = _worker_request("PUT", f"/v1/worker/workers/fleet-{i}", worker_token, _beat(i))
+        beat = _beat(i, ids[i] if i < len(ids) else None)
+        raw = _worker_request("PUT", f"/v1/worker/workers/fleet-{i}", worker_token, beat)
         t = start + heartbeat_s * i / workers
         while t < start + duration_s:
             schedule.append((t, "heartbeat", lambda raw=raw: raw, None))
@@ -229,13 +237,17 @@ async def _fleet(
     # the end: every job finished by its run, so each reader's stream ends; then the stored events
     verify = await _open(port)
     lost = duplicated = 0
+    finished: dict[int, int] = {}
     try:
         for j, job_id in enumerate(ids):
             result = {"run_id": f"w{j}", "status": "succeeded", "outcome": "diagnosed"}
-            await verify.request(
-                _worker_request("POST", f"/v1/worker/jobs/{job_id}/result", worker_token, result)
-            )
-        await asyncio.wait_for(asyncio.gather(*followers), timeout=30)
+            path = f"/v1/worker/jobs/{job_id}/result"
+            status, _ = await verify.request(_worker_request("POST", path, worker_token, result))
+            finished[status] = finished.get(status, 0) + 1
+        _done, unfinished = await asyncio.wait(followers, timeout=60)
+        for task in unfinished:
+            task.cancel()
+        await verify.close()  # idle past the server's keep-alive while the readers finished
         for j, job_id in enumerate(ids):
             _status, body = await verify.request(
                 http_request("GET", f"/v1/jobs/{job_id}/events?follow=false", token)
@@ -264,6 +276,8 @@ async def _fleet(
         "fleet_requests": requests,
         "fleet_requests_per_s": round(requests / elapsed, 1) if elapsed else None,
         "fleet_errors": load.errors + followers_load.errors,
+        "fleet_results": {str(k): v for k, v in finished.items()},
+        "fleet_readers_unfinished": len(unfinished),
         "fleet_statuses": {k: {str(s): c for s, c in v.items()} for k, v in load.statuses.items()},
         "fleet_events_written": sum(len(v) for v in written.values()),
         "fleet_events_per_s": round(sum(len(v) for v in written.values()) / elapsed, 1) if elapsed else None,
