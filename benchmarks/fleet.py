@@ -14,13 +14,12 @@ an event whose write was answered 204 and that is not stored once is lost (or du
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from benchmarks.service import Connection, http_request, percentile, process_cpu_s
+from benchmarks.service import Connection, http_request, percentile, process_cpu_s, read_chunks
 
 __all__ = ["FleetLoad", "run_fleet"]
 
@@ -45,12 +44,6 @@ def _worker_request(method: str, path: str, token: str, body: dict[str, object] 
     return http_request(method, path, token, json.dumps(body).encode() if body is not None else None)
 
 
-async def _open(port: int) -> Connection:
-    connection = Connection(port)
-    connection.reader, connection.writer = await asyncio.open_connection("127.0.0.1", port)
-    return connection
-
-
 def _beat(i: int, current_job: str | None = None) -> dict[str, object]:
     """Worker i's heartbeat; a worker running a job names it (the service's reaper takes a job back from a
     run whose heartbeats stop naming it)."""
@@ -67,7 +60,7 @@ async def _setup_jobs(
 ) -> list[str]:
     """Every worker's first heartbeat, then ``jobs`` jobs submitted, job i claimed by worker i's run ``w<i>``
     (so the service's reaper sees each job's run alive)."""
-    connection = await _open(port)
+    connection = await Connection(port).open()
     ids = []
     try:
         for i in range(workers):
@@ -96,25 +89,17 @@ async def _setup_jobs(
 
 async def _follow(port: int, token: str, job_id: str, load: FleetLoad, stop: asyncio.Event) -> None:
     """One reader of a job's event stream (chunked server-sent events) until the job ends."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    request = (
-        f"GET /v1/jobs/{job_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    writer.write(request.encode())
+    connection = await Connection(port).open()
+    reader, writer = connection.reader, connection.writer
+    assert reader is not None and writer is not None
+    writer.write(http_request("GET", f"/v1/jobs/{job_id}/events", token))
     try:
         await reader.readline()
         while (await reader.readline()) not in (b"\r\n", b""):
             pass
         pending = b""
-        while True:
-            size_line = await reader.readline()
-            if not size_line:
-                return
-            size = int(size_line.strip() or b"0", 16)
-            if size == 0:
-                return
-            pending += (await reader.readexactly(size + 2))[:-2]
-            *lines, pending = pending.split(b"\n")
+        async for chunk in read_chunks(reader):
+            *lines, pending = (pending + chunk).split(b"\n")
             received = time.time()
             for line in lines:
                 if line.startswith(b"data: ") and b"fleet " in line:
@@ -124,9 +109,7 @@ async def _follow(port: int, token: str, job_id: str, load: FleetLoad, stop: asy
         if not stop.is_set():
             load.errors += 1
     finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
+        await connection.close()
 
 
 async def _drive(
@@ -137,7 +120,7 @@ async def _drive(
     queue: asyncio.Queue[tuple[float, str, Build, Callable[[int], None] | None] | None] = asyncio.Queue()
     for item in sorted(schedule, key=lambda item: item[0]):
         queue.put_nowait(item)
-    pool = [await _open(port) for _ in range(connections)]
+    pool = [await Connection(port).open() for _ in range(connections)]
 
     async def sender(connection: Connection) -> None:
         while True:
@@ -235,7 +218,7 @@ async def _fleet(
     server_cpu_s = process_cpu_s(in_server) - server_before
     stop.set()
     # the end: every job finished by its run, so each reader's stream ends; then the stored events
-    verify = await _open(port)
+    verify = await Connection(port).open()
     lost = duplicated = 0
     finished: dict[int, int] = {}
     try:

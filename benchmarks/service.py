@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -240,6 +240,17 @@ def http_request(method: str, path: str, token: str, body: bytes | None = None) 
     return head.encode() + b"\r\n" + (body or b"")
 
 
+async def read_chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """The chunks of a chunked HTTP/1.1 body (a streamed response: server-sent events), as they arrive,
+    until the last one (or the connection's end)."""
+    while size_line := await reader.readline():
+        size = int(size_line.strip() or b"0", 16)
+        if size == 0:
+            await reader.readline()  # the blank line after the last chunk
+            return
+        yield (await reader.readexactly(size + 2))[:-2]
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection; requests go one at a time."""
 
@@ -248,10 +259,14 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
+    async def open(self) -> Connection:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return self
+
     async def request(self, raw: bytes) -> tuple[int, bytes]:
         if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        assert self.reader is not None
+            await self.open()
+        assert self.reader is not None and self.writer is not None
         self.writer.write(raw)
         status_line = await self.reader.readline()
         if not status_line:
@@ -270,18 +285,13 @@ class Connection:
                 close = True
             elif name == b"transfer-encoding" and value.strip().lower() == b"chunked":
                 chunked = True
-        body = await self._chunked() if chunked else await self.reader.readexactly(length) if length else b""
+        if chunked:
+            body = b"".join([chunk async for chunk in read_chunks(self.reader)])
+        else:
+            body = await self.reader.readexactly(length) if length else b""
         if close:
             await self.close()
         return int(status_line.split(b" ", 2)[1]), body
-
-    async def _chunked(self) -> bytes:
-        assert self.reader is not None
-        parts = []
-        while size := int((await self.reader.readline()).strip() or b"0", 16):
-            parts.append((await self.reader.readexactly(size + 2))[:-2])
-        await self.reader.readline()  # the blank line after the last chunk
-        return b"".join(parts)
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -390,7 +400,7 @@ async def run_load(
     connections = [Connection(port) for _ in range(clients)]
     # open every connection first, so the run measures requests and not TCP handshakes
     for connection in connections:
-        connection.reader, connection.writer = await asyncio.open_connection("127.0.0.1", port)
+        await connection.open()
     in_server = lambda group, _comm: group == server_group  # noqa: E731
     in_postgres = lambda _group, cmdline: bool(database) and f" {database} " in cmdline  # noqa: E731
     server_before, postgres_before = process_cpu_s(in_server), process_cpu_s(in_postgres)

@@ -9,7 +9,8 @@ conflicting originals 93% and 65%) and the estimated saving is at least 5% of th
 
 The kernel-level bank-conflict counters (`l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_*`) are
 not collected: they say what the excessive wavefronts already say, and cost the counter pass a replay
-pass per kernel (ncu on an H100: 9 passes with them and memoryAccess's request counters, 7 without).
+pass per kernel (ncu on an H100: the formulas' metrics took 9 replay passes with them and
+memoryAccess's sector/request counters, 5 without).
 """
 
 from __future__ import annotations

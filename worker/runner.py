@@ -214,10 +214,7 @@ class JobRunner:
         self.service.events(job_id, self.heartbeat.run_id, [event])
 
     def _store(self, job_id: str, events: list[EngineEvent]) -> None:
-        sent = [
-            EventIn(kind="stage" if e.kind == "stage" else "log", message=e.message, stage=e.stage)
-            for e in events
-        ]
+        sent = [EventIn(kind=_kind(e.kind), message=e.message, stage=e.stage) for e in events]
         self.service.events(job_id, self.heartbeat.run_id, sent)
 
     def _cancel_check(self, job_id: str) -> Callable[[], bool]:

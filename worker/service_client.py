@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventIn, EventsIn, JobResult, WorkerBeat
+from intelliperf.service_http import UNAVAILABLE, response_detail
 
 __all__ = ["JobNotHeld", "ServiceClient", "ServiceError"]
 
 log = logging.getLogger(__name__)
-UNAVAILABLE = (502, 503, 504)
 
 
 class ServiceError(RuntimeError):
@@ -65,7 +65,7 @@ class ServiceClient:
             else:
                 if response.status_code not in UNAVAILABLE:
                     return _checked(what, response)
-                reason = f"{response.status_code} {_detail(response)}"
+                reason = f"{response.status_code} {response_detail(response)}"
                 pause = _retry_after(response) or wait
             if time.monotonic() + pause > deadline:
                 raise ServiceError(f"{what}: the service did not answer ({reason})")
@@ -114,14 +114,6 @@ class ServiceClient:
         return bool(response.json().get("cancel"))
 
 
-def _detail(response: httpx.Response) -> str:
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        detail = None
-    return str(detail) if detail else response.text[:200]
-
-
 def _retry_after(response: httpx.Response) -> float | None:
     value = response.headers.get("Retry-After")
     try:
@@ -132,7 +124,9 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 def _checked(what: str, response: httpx.Response) -> httpx.Response:
     if response.status_code == 409:
-        raise JobNotHeld(f"{what}: {_detail(response)}")
+        raise JobNotHeld(f"{what}: {response_detail(response)}")
     if response.is_error:
-        raise ServiceError(f"{what}: the service answered {response.status_code}: {_detail(response)}")
+        raise ServiceError(
+            f"{what}: the service answered {response.status_code}: {response_detail(response)}"
+        )
     return response

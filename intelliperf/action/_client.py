@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from intelliperf.contract import JobSpec
+from intelliperf.service_http import UNAVAILABLE, response_detail
 
 __all__ = ["SECRET_HEADERS", "Event", "ServiceClient", "ServiceError"]
 
@@ -22,7 +23,6 @@ __all__ = ["SECRET_HEADERS", "Event", "ServiceClient", "ServiceError"]
 SECRET_HEADERS = {"github_token": "X-IntelliPerf-GitHub-Token", "llm_key": "X-IntelliPerf-LLM-Key"}
 FINISHED = ("succeeded", "failed", "cancelled")
 SUBMIT_TRIES = 4
-RETRY_STATUS = (502, 503, 504)
 
 
 class ServiceError(RuntimeError):
@@ -38,25 +38,6 @@ class Event:
     id: int | None
     kind: str
     data: dict[str, Any]
-
-
-def _detail(response: httpx.Response) -> str:
-    """The server's own words: FastAPI's ``detail`` (a string, or a list of located errors)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:500] or response.reason_phrase
-    detail = body.get("detail", body) if isinstance(body, dict) else body
-    if isinstance(detail, list):
-        parts = []
-        for item in detail:
-            if isinstance(item, dict) and "msg" in item:
-                loc = ".".join(str(p) for p in item.get("loc", []))
-                parts.append(f"{loc}: {item['msg']}" if loc else str(item["msg"]))
-            else:
-                parts.append(str(item))
-        return "; ".join(parts)
-    return str(detail)
 
 
 _WHY = {
@@ -102,7 +83,7 @@ class ServiceClient:
         message = f"{doing}: HTTP {response.status_code}"
         if why:
             message += f" ({why})"
-        raise ServiceError(f"{message}: {_detail(response)}", response.status_code)
+        raise ServiceError(f"{message}: {response_detail(response)}", response.status_code)
 
     def _request(self, method: str, path: str, doing: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -159,7 +140,7 @@ class ServiceClient:
                         f"{doing}: the service at {self.base_url} did not answer in time"
                     ) from None
                 raise ServiceError(f"{doing}: cannot reach the service at {self.base_url} ({exc})") from None
-            if response.status_code in RETRY_STATUS and attempt < tries:
+            if response.status_code in UNAVAILABLE and attempt < tries:
                 time.sleep(retry_wait_s * attempt)
                 continue
             self._check(response, doing)

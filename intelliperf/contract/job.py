@@ -82,6 +82,10 @@ class RepositoryRef(_Strict):
         return url
 
 
+APPLICATION_OVERRIDES = ("build_command", "instrument_command", "formula", "kernel", "top_n")
+"""The job-level fields an application may set for itself."""
+
+
 class Application(_Strict):
     """One program to run; its fields override the job-level ones for this application."""
 
@@ -104,9 +108,9 @@ class Application(_Strict):
     def display_name(self) -> str:
         return self.name or shlex.join(self.command)
 
-
-APPLICATION_OVERRIDES = ("build_command", "instrument_command", "formula", "kernel", "top_n")
-"""The job-level fields an application may set for itself."""
+    def overrides(self) -> dict[str, object]:
+        """The job-level fields this application sets for itself (APPLICATION_OVERRIDES that it gives)."""
+        return {key: value for key in APPLICATION_OVERRIDES if (value := getattr(self, key)) is not None}
 
 
 class Tolerances(_Strict):
@@ -241,7 +245,7 @@ class JobSpec(_Strict):
                 return data  # reported where it is wrong: applications[0]
         if not isinstance(app, Application):
             return data
-        lifted = {key: value for key in APPLICATION_OVERRIDES if (value := getattr(app, key)) is not None}
+        lifted = app.overrides()
         if not lifted:
             return data
         return {**data, **lifted, "applications": [app.model_copy(update=dict.fromkeys(lifted))]}
@@ -267,5 +271,4 @@ class JobSpec(_Strict):
 
     def for_application(self, app: Application) -> JobSpec:
         """This spec with the application's overrides applied, as the engine runs it."""
-        overrides = {key: getattr(app, key) for key in APPLICATION_OVERRIDES if getattr(app, key) is not None}
-        return self.model_copy(update={**overrides, "applications": [app]})
+        return self.model_copy(update={**app.overrides(), "applications": [app]})
