@@ -4,7 +4,7 @@
 #   service      the API and dashboard (`intelliperf serve --no-worker`): the `service` extra only, no CUDA
 #   worker-cuda  a GPU node (`intelliperf worker`): CUDA toolkit (nvcc, CUPTI), Nsight Compute, and the
 #                service, worker and llm extras
-#   worker-rocm  the future AMD executor's image: ROCm with rocprofv3 (see that stage's comment)
+#   worker-rocm  the AMD worker's image: ROCm with rocprofv3 (not yet run on AMD hardware; see that stage)
 #
 #   docker build --target service -t intelliperf-service .
 #   docker build --target worker-cuda -t intelliperf-worker .
@@ -130,12 +130,13 @@ CMD ["intelliperf", "worker"]
 
 # --- worker-rocm -------------------------------------------------------------------------------------
 
-# NOT FUNCTIONAL YET: IntelliPerf's AMD backend (rocprofv3 counters, an AMD timing pass) is not built;
-# `intelliperf worker` in this image detects no NVIDIA GPU and would serve only CPU queues. The image
-# exists so that the future AMD executor has its toolchain (hipcc, rocprofv3) ready to build on.
+# NOT YET RUN ON AMD HARDWARE: IntelliPerf's AMD backend (intelliperf/gpu/amd.py: rocprofv3's kernel
+# trace and counters) and its GPU probe (amd-smi, rocm-smi) are built and tested against the tools'
+# documented formats only. `intelliperf worker` here serves gpu.amd.<gfx> and gpu.amd.any; rewrites are
+# judged by the job's --unittest_command (Accordo captures CUDA launches only).
 FROM ${ROCM_BASE} AS worker-rocm
 LABEL org.opencontainers.image.title="intelliperf-worker-rocm" \
-      org.opencontainers.image.description="IntelliPerf worker toolchain for AMD GPUs (future executor)"
+      org.opencontainers.image.description="IntelliPerf worker for AMD GPUs (not yet run on AMD hardware)"
 ARG DEBIAN_FRONTEND=noninteractive
 RUN set -eu; \
     apt-get update; \

@@ -30,6 +30,7 @@ __all__ = [
     "TracedRun",
     "read_trace",
     "run_traced",
+    "stats_of",
     "summarize",
 ]
 
@@ -191,10 +192,16 @@ def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
     for launch in launches:
         durations.setdefault(launch.name, []).append(launch.duration_ns)
         demangled.setdefault(launch.name, launch.demangled)
+    return stats_of(durations, demangled)
+
+
+def stats_of(durations: Mapping[str, Sequence[int]], demangled: Mapping[str, str]) -> list[KernelStats]:
+    """Per kernel name, its launches' statistics (durations in ns), hottest first. Shared by every timing
+    pass (this tracer, rocprofv3's kernel trace)."""
     stats = [
         KernelStats(
             name=name,
-            demangled=demangled[name],
+            demangled=demangled.get(name, name),
             launches=len(values),
             total_ns=sum(values),
             mean_ns=sum(values) / len(values),
@@ -203,6 +210,7 @@ def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
             max_ns=max(values),
         )
         for name, values in durations.items()
+        if values
     ]
     stats.sort(key=lambda s: (-s.total_ns, s.name))
     return stats

@@ -12,7 +12,15 @@ its replay passes) and what profiling costs beyond the floor whatever the number
 ``--record DIR`` keeps, per example, the profiling run's log and the raw page both ways (`raw.csv` from
 the reader, `raw_export.csv` from ncu) as test fixtures.
 
-    python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR]
+``--plans`` times other ways of collecting the same counters, side by side in one run, on the one- and the
+eight-kernel example (median of --repeats, each plan's runs interleaved with the others'): the counter
+pass as it is (`one_run`); the formulas' kernel-level metrics alone and our source section alone; the
+two-stage plan (kernel-level metrics for every top kernel, then the source section only for the kernels
+where a formula fires: here the hottest one and the hottest three, since which fire is known only after
+the first stage); without `--import-source`; with `--cache-control none` (no cache flush between replay
+passes, which would change what the hit-rate metrics mean); application replay; the floor; the plain run.
+
+    python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
 """
 
 from __future__ import annotations
@@ -43,9 +51,11 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     SECTION_FOLDER,
     SOURCE_PAGE,
     export_page,
+    kernel_id_filter,
     profile_command,
     read_raw_page,
 )
+from intelliperf.gpu.nvidia_metrics import ncu_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 CASES = {  # example, binary: one, two and eight profiled kernels
@@ -77,7 +87,7 @@ def measure(example: str, binary: str, repeats: int, record: Path | None) -> dic
     argv = [f"./{binary}"]
     top = targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)
     names = [k.name for k in top]
-    metrics = metrics_for(formulas_for("auto"), "sm_90")
+    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
     floor_cmd = [
         "ncu",
         "--clock-control",
@@ -127,6 +137,60 @@ def measure(example: str, binary: str, repeats: int, record: Path | None) -> dic
     return row
 
 
+def _without(command: list[str], option: str, values: int = 1) -> list[str]:
+    at = command.index(option)
+    return command[:at] + command[at + 1 + values :]
+
+
+def _with_kernels(command: list[str], names: list[str]) -> list[str]:
+    at = command.index("--kernel-name-base")
+    return command[:at] + kernel_id_filter(names) + command[at + 4 :]
+
+
+def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, list[list[str]]]:
+    """Each plan's ncu command lines (without the application's argv), run one after another."""
+    report, log = tmp / "profile.ncu-rep", tmp / "ncu.log"
+    one_run = profile_command("ncu", [], kernel_names=names, metrics=metrics, report=report, log=log)
+    start = one_run.index(SOURCE_PAGE[0])
+    no_page = one_run[:start] + one_run[start + len(SOURCE_PAGE) :]
+    kernel_level = _without(_without(no_page, "--section"), "--import-source")
+    source_only = _without(one_run, "--metrics")
+    return {
+        "one_run": [one_run],
+        "kernel_level_only": [kernel_level],
+        "source_section_only": [source_only],
+        "two_stage_source_for_1": [kernel_level, _with_kernels(source_only, names[:1])],
+        "two_stage_source_for_3": [kernel_level, _with_kernels(source_only, names[:3])],
+        "without_import_source": [_without(one_run, "--import-source")],
+        "cache_control_none": [[one_run[0], "--cache-control", "none", *one_run[1:]]],
+        "application_replay": [[one_run[0], "--replay-mode", "application", *one_run[1:]]],
+        "floor": [_with_kernels(kernel_level, ["no_kernel_is_named_this"])],
+        "plain": [[]],
+    }
+
+
+def plans(example: str, binary: str, repeats: int) -> dict[str, object]:
+    """Seconds per plan (median of ``repeats``, plans interleaved) for the top kernels of one example."""
+    cwd = EXAMPLES / example
+    argv = [f"./{binary}"]
+    names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)]
+    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+    with tempfile.TemporaryDirectory() as tmp:
+        commands = plan_commands(names, metrics, Path(tmp))
+        seconds: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(repeats):
+            for name, runs in commands.items():
+                seconds[name].append(sum(timed(command + argv, cwd)[0] for command in runs))
+    median = {name: round(statistics.median(values), 4) for name, values in seconds.items()}
+    return {
+        "example": example,
+        "profiled_kernels": len(names),
+        "median_s": median,
+        "ratio_to_plain": {name: round(value / median["plain"], 2) for name, value in median.items()},
+        "runs_s": {name: [round(v, 4) for v in values] for name, values in seconds.items()},
+    }
+
+
 def per_kernel_cost(rows: list[dict]) -> dict[str, float] | None:
     """Least squares of (profiled kernels, profiling run - floor): seconds per profiled kernel and the fixed
     seconds beyond the floor; None with fewer than two distinct kernel counts."""
@@ -144,10 +208,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "counter_pass.json")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--record", type=Path, default=None, help="keep the pages here (test fixtures)")
+    parser.add_argument("--plans", action="store_true", help="also time other collection plans")
     args = parser.parse_args()
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
     rows = [measure(example, binary, args.repeats, args.record) for example, binary in CASES.items()]
-    result = {"device": device_name(), "rows": rows, "fit": per_kernel_cost(rows)}
+    result: dict[str, object] = {"device": device_name(), "rows": rows, "fit": per_kernel_cost(rows)}
+    if args.plans:
+        result["plans"] = [
+            plans(example, binary, args.repeats)
+            for example, binary in CASES.items()
+            if example in ("divergent_lanes", "tile_sums")
+        ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     header = f"{'example':18} {'kernels':>7} {'passes':>6} {'plain':>6} {'floor':>6} "
@@ -161,6 +232,10 @@ def main() -> int:
             f"{r['floor_ratio']:7.1f}"
         )
     print(f"device {result['device']}: beyond the floor, {result['fit']}")
+    for plan in result.get("plans", []):  # type: ignore[union-attr]
+        print(f"plans, {plan['example']} ({plan['profiled_kernels']} kernels): seconds and ratio to plain")
+        for name, value in plan["median_s"].items():
+            print(f"  {name:26} {value:7.2f} {plan['ratio_to_plain'][name]:6.2f}x")
     return 0
 
 

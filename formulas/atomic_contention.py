@@ -2,7 +2,7 @@
 
 Nsight Compute has no rule for this; ours rests on two measurements.
 
-- Concentration. Global atomics (RED/ATOM) execute in the L2 slice that owns the address. Spread
+- Concentration. Global atomics execute in the L2 slice that owns the address. Spread
   over many addresses they spread over all slices: max/avg of the atomic sectors per slice is
   ~1 (1.02 measured for one atomicAdd per element into distinct addresses). On one address they
   all land in one slice: max/avg approaches the slice count (62.7 measured for a single-address
@@ -14,15 +14,14 @@ Nsight Compute has no rule for this; ours rests on two measurements.
   Present needs a saving of at least 15%: a few hundred atomics at the end of a block
   reduction (the fixed examples: 6% and 10%) are the cure, not the disease.
 
-Every atomic form counts: RED (old value unused) and ATOM/ATOMG (old value used: `slot =
-atomicAdd(count, 1)`, atomicCAS loops, Triton's `tl.atomic_add` whose result is used). On sm_90
-`smsp__inst_executed_op_global_atom.sum` is `n/a`; `smsp__sass_inst_executed_op_global_atom.sum` and
-`smsp__inst_executed_op_generic_atom.sum` count ATOMG (GPU.md), and a generic-address ATOM is only
-in the latter. They count overlapping sets of the same instructions, so the largest one that has a
-value is taken; with none of them (or no L2 atomic sectors) the formula does not decide.
+Every atomic form counts: those whose old value is unused (reductions) and those that return it
+(`slot = atomicAdd(count, 1)`, atomicCAS loops, Triton's `tl.atomic_add` whose result is used). The
+backend says how it counts each (intelliperf.gpu.nvidia_metrics: on sm_90 Nsight Compute reports one of
+its counters of the latter as `n/a`, so the largest that has a value is taken); with neither count (or no
+L2 atomic counts) the formula does not decide.
 
-Warp-stall samples are not collected: on RED instructions they do not separate the two (the
-uncontended scatter spends 93% of its samples on RED, throttled by memory bandwidth), and sampling
+Warp-stall samples are not collected: on reduction instructions they do not separate the two (the
+uncontended scatter spends 93% of its samples on its reductions, throttled by memory bandwidth), and sampling
 costs the counter pass a replay pass per kernel. Lines are ranked by atomic instructions executed.
 """
 
@@ -30,53 +29,34 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, MissingMetricError, SourceRow
+from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.quantities import Column, Kind, Quantity
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
-EXECUTED = "Instructions Executed"
-
-RED_INSTRUCTIONS = "smsp__inst_executed_op_global_red.sum"
-ATOM_INSTRUCTIONS = (
-    "smsp__inst_executed_op_global_atom.sum",
-    "smsp__sass_inst_executed_op_global_atom.sum",
-    "smsp__inst_executed_op_generic_atom.sum",
-)
-
 MIN_CONCENTRATION = 8.0
 MIN_SAVING = 0.15
-
-
-def is_global_atomic(instruction: Instruction) -> bool:
-    opcode = instruction.opcode
-    return opcode.startswith(("RED", "ATOMG")) or (
-        opcode.startswith("ATOM") and not opcode.startswith("ATOMS")
-    )
 
 
 class AtomicContention(Formula):
     name = "atomicContention"
     title = "Atomic contention"
     metric_label = "atomic operations in the busiest L2 slice"
-    metrics: ClassVar[tuple[str, ...]] = (
-        RED_INSTRUCTIONS,
-        *ATOM_INSTRUCTIONS,
-        "lts__t_sectors_op_red.sum",
-        "lts__t_sectors_op_red.max",
-        "lts__t_sectors_op_red.avg",
-        "lts__t_sectors_op_atom.sum",
-        "lts__t_sectors_op_atom.max",
-        "lts__t_sectors_op_atom.avg",
+    metrics: ClassVar[tuple[Quantity, ...]] = (
+        Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN,
+        Quantity.ATOMIC_INSTRUCTIONS_RETURN,
+        Quantity.L2_ATOMICS_BUSIEST_SLICE,
+        Quantity.L2_ATOMICS_MEAN_SLICE,
     )
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
-        return kernel.metric("lts__t_sectors_op_red.max") + kernel.metric("lts__t_sectors_op_atom.max")
+        return kernel.metric(Quantity.L2_ATOMICS_BUSIEST_SLICE)
 
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
         hot = self.bottleneck_metric(kernel)
-        average = kernel.metric("lts__t_sectors_op_red.avg") + kernel.metric("lts__t_sectors_op_atom.avg")
-        red = kernel.metric(RED_INSTRUCTIONS)
-        atom = _atom_instructions(kernel)
+        average = kernel.metric(Quantity.L2_ATOMICS_MEAN_SLICE)
+        red = kernel.metric(Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN)
+        atom = kernel.metric(Quantity.ATOMIC_INSTRUCTIONS_RETURN)
         instructions = red + atom
         numbers = {
             "atomic_warp_instructions": instructions,
@@ -88,7 +68,12 @@ class AtomicContention(Formula):
         if instructions <= 0 or average <= 0:
             return self.absent(kernel, "the kernel issues no global atomics", numbers)
         concentration = hot / average
-        serial_ns = hot * facts_for(kernel.arch).same_address_atomic_ns
+        service_ns = facts_for(kernel.arch).same_address_atomic_ns
+        if service_ns is None:
+            return self.undecided(
+                kernel, (), reason=f"no same-address atomic service time has been measured on {kernel.arch}"
+            )
+        serial_ns = hot * service_ns
         boundness = min(1.0, serial_ns / kernel.duration_ns) if kernel.duration_ns > 0 else 0.0
         saving = boundness * (1.0 - 1.0 / concentration)
         numbers.update(
@@ -105,11 +90,12 @@ class AtomicContention(Formula):
         if concentration < MIN_CONCENTRATION or saving < MIN_SAVING:
             return self.absent(kernel, reasoning, numbers)
         locations = self.hot_lines(kernel, _atomics_executed, label="atomic instructions executed")
+        operations = instructions * facts_for(kernel.arch).warp_size
         return self.present(
             kernel,
             saving,
             summary=(
-                f"{instructions * 32:,.0f} atomic operations converge on few addresses: one L2 slice serves "
+                f"{operations:,.0f} atomic operations converge on few addresses: one L2 slice serves "
                 f"{concentration:.0f}x its share, serializing ~{boundness:.0%} of the kernel's time"
             ),
             reasoning=reasoning,
@@ -126,13 +112,5 @@ class AtomicContention(Formula):
         )
 
 
-def _atom_instructions(kernel: KernelProfile) -> float:
-    """Warp-level ATOM/ATOMG instructions: the largest of the counters that has a value."""
-    values = [value for name in ATOM_INSTRUCTIONS if (value := kernel.optional(name)) is not None]
-    if not values:
-        raise MissingMetricError(kernel.demangled or kernel.name, ATOM_INSTRUCTIONS)
-    return max(values)
-
-
 def _atomics_executed(row: SourceRow) -> float:
-    return sum(i.metrics.get(EXECUTED, 0.0) for i in row.instructions if is_global_atomic(i))
+    return sum(i.metrics.get(Column.EXECUTED, 0.0) for i in row.instructions if i.kind is Kind.GLOBAL_ATOMIC)

@@ -1,16 +1,15 @@
 """Shared-memory bank conflicts: a warp's shared access split into several wavefronts.
 
-Decision (see excess.py): the excess share of shared wavefronts ("L1 Wavefronts Shared
-Excessive" over "L1 Wavefronts Shared", per instruction, from Nsight Compute) times the shared
-pipe's utilization. Present when the excess share is at least 20% (one extra wavefront per four
+Decision (see excess.py): the excess share of shared-memory work (NVIDIA: excessive over all
+shared wavefronts, per instruction, summed; AMD: LDS bank-conflict cycles over LDS-active cycles) times
+the shared pipe's utilization. Present when the excess share is at least 20% (one extra wavefront per four
 accesses: the padded transpose and the sequential-address reduction measure 0%, their
 conflicting originals 93% and 65%) and the estimated saving is at least 5% of the kernel's time
 (conflicts on an idle shared pipe are not a bottleneck).
 
-The kernel-level bank-conflict counters (`l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_*`) are
-not collected: they say what the excessive wavefronts already say, and cost the counter pass a replay
-pass per kernel (ncu on an H100: the formulas' metrics took 9 replay passes with them and
-memoryAccess's sector/request counters, 5 without).
+On NVIDIA the kernel-level bank-conflict counters are not collected: they say what the excessive
+wavefronts already say, and cost the counter pass a replay pass per kernel (ncu on an H100: the
+formulas' metrics took 9 replay passes with them and memoryAccess's sector/request counters, 5 without).
 """
 
 from __future__ import annotations
@@ -19,25 +18,32 @@ from typing import ClassVar
 
 from formulas.base import KernelProfile
 from formulas.excess import ExcessShareFormula
+from formulas.quantities import Column, Quantity
 from intelliperf.contract import Diagnosis
-
-SHARED_PIPE_PCT = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed"
 
 
 class BankConflict(ExcessShareFormula):
     name = "bankConflict"
     title = "Shared-memory bank conflicts"
     metric_label = "excessive shared-memory wavefronts"
-    excessive_column = "L1 Wavefronts Shared Excessive"
-    total_column = "L1 Wavefronts Shared"
-    ideal_column = "L1 Wavefronts Shared Ideal"
-    unit = "shared wavefronts"
+    excessive = Quantity.SHARED_ACCESS_UNITS_EXCESS
+    total = Quantity.SHARED_ACCESS_UNITS
+    ideal = Quantity.SHARED_ACCESS_UNITS_IDEAL
+    excessive_column = Column.SHARED_ACCESS_UNITS_EXCESS
+    total_column = Column.SHARED_ACCESS_UNITS
+    ideal_column = Column.SHARED_ACCESS_UNITS_IDEAL
+    unit = "shared-memory wavefronts"
     min_excess_share = 0.20
     min_saving = 0.05
-    metrics: ClassVar[tuple[str, ...]] = (SHARED_PIPE_PCT,)
+    metrics: ClassVar[tuple[Quantity, ...]] = (
+        Quantity.SHARED_PIPE_BUSY_PCT,
+        Quantity.SHARED_ACCESS_UNITS,
+        Quantity.SHARED_ACCESS_UNITS_IDEAL,
+        Quantity.SHARED_ACCESS_UNITS_EXCESS,
+    )
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
-        return kernel.metric(SHARED_PIPE_PCT) / 100.0, "shared-memory pipe"
+        return kernel.metric(Quantity.SHARED_PIPE_BUSY_PCT) / 100.0, "shared-memory pipe"
 
     def summary(self, share: float, ratio: float) -> str:
         return (

@@ -1,8 +1,8 @@
 """What every formula is: the metrics it needs, how it decides, how it localizes, what it tells the LLM.
 
-A formula reads one kernel's profile (kernel-level Nsight Compute metrics plus per-source-line
-counters) and returns a `Diagnosis`. It never runs a profiler itself, so every formula can be tested
-on recorded profiles without a GPU.
+A formula reads one kernel's profile (kernel-level quantities plus per-instruction counters attributed
+to source lines, in the vendor-neutral terms of formulas.quantities) and returns a `Diagnosis`. It never
+runs a profiler itself, so every formula can be tested on recorded profiles without a GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from formulas.quantities import Column, Kind, Quantity
 from formulas.specs import UnknownArchitectureError
 from intelliperf.contract import Diagnosis, Severity, SourceLine, SourceLocation
 from intelliperf.errors import ProfileError
@@ -32,35 +33,34 @@ CONTEXT_LINES = 4
 
 
 class MissingMetricError(ProfileError):
-    """A kernel-level metric a formula needs is absent, `n/a` or not a number in the profile.
+    """A quantity a formula needs is absent, `n/a` or not a number in the profile.
 
-    Nsight Compute prints `n/a` for a metric the architecture does not support (seen on sm_90:
-    `smsp__inst_executed_op_global_atom.sum`); reading it as 0 would turn "not measured" into
-    "none happened". A formula that meets one says it could not decide (`Formula.evaluate`).
+    A profiler reports `n/a` for a counter the architecture does not support (Nsight Compute on sm_90, for
+    one of its atomic-instruction counters), and a backend may have no counter for a quantity at all;
+    reading either as 0 would turn "not measured" into "none happened". A formula that meets one says it
+    could not decide (`Formula.evaluate`).
     """
 
     def __init__(self, kernel: str, names: Sequence[str]) -> None:
         self.names = tuple(names)
         super().__init__(
-            f"{kernel}: Nsight Compute gave no value for {', '.join(self.names)} "
+            f"{kernel}: the profiler gave no value for {', '.join(self.names)} "
             "(n/a, unsupported or not collected)"
         )
 
 
 @dataclass(frozen=True)
 class Instruction:
-    """One SASS instruction with its per-instruction counters (source-page column names)."""
+    """One machine instruction: its address, its text (shown, never interpreted by a formula), its
+    per-instruction counters and what it does, as the backend that profiled it says.
+
+    A profiler's parser fills ``metrics`` with its own column names and leaves ``kind`` OTHER; the backend
+    turns that into `Column` keys and a `Kind` before a formula sees it."""
 
     address: str
     sass: str
     metrics: Mapping[str, float]
-
-    @property
-    def opcode(self) -> str:
-        text = self.sass.split(None, 1)
-        if text and text[0].startswith("@"):  # predicate guard, e.g. "@P0 REDG.E.ADD ..."
-            text = text[1].split(None, 1) if len(text) > 1 else []
-        return text[0] if text else ""
+    kind: Kind = Kind.OTHER
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class SourceRow:
     metrics: Mapping[str, float]
     instructions: Sequence[Instruction] = ()
 
-    def get(self, column: str) -> float:
+    def get(self, column: Column) -> float:
         return self.metrics.get(column, 0.0)
 
 
@@ -94,27 +94,27 @@ class KernelProfile:
     source_page: bool = True
     """Whether Nsight Compute's source page had an entry for this kernel (with or without lines)."""
 
-    def optional(self, name: str) -> float | None:
-        """A metric's value, or None where it is absent, `n/a` or not a number."""
+    def optional(self, name: Quantity | str) -> float | None:
+        """A quantity's value, or None where it is absent, `n/a` or not a number."""
         value = self.metrics.get(name)
         if value is None or math.isnan(float(value)):
             return None
         return float(value)
 
-    def metric(self, name: str) -> float:
-        """A metric's value; raises MissingMetricError where it is absent or `n/a` (never 0)."""
+    def metric(self, name: Quantity | str) -> float:
+        """A quantity's value; raises MissingMetricError where it is absent or `n/a` (never 0)."""
         value = self.optional(name)
         if value is None:
             raise MissingMetricError(self.demangled or self.name, [name])
         return value
 
-    def instruction_total(self, column: str, where: Callable[[Instruction], bool] | None = None) -> float:
+    def instruction_total(self, column: Column, where: Callable[[Instruction], bool] | None = None) -> float:
         """Sum of a per-instruction counter over the kernel, each instruction counted once.
 
-        Raises MissingMetricError when the kernel has no per-instruction counters at all (no source
-        page). A column missing from every instruction is 0: Nsight Compute leaves out a column no
-        instruction of the kernel contributes to (no shared-memory column for a kernel without
-        shared accesses, seen in every recorded profile).
+        Raises MissingMetricError when the kernel has no per-instruction counters at all. A column missing
+        from every instruction is 0: Nsight Compute leaves out a column no instruction of the kernel
+        contributes to (no shared-memory column for a kernel without shared accesses, seen in every
+        recorded profile).
         """
         if not self.instructions:
             raise MissingMetricError(self.demangled or self.name, ["per-instruction source counters"])
@@ -153,7 +153,8 @@ class Formula(ABC):
 
     name: ClassVar[str]
     title: ClassVar[str]
-    metrics: ClassVar[tuple[str, ...]]
+    metrics: ClassVar[tuple[Quantity, ...]]
+    """The quantities the formula reads (formulas.quantities), beside its memory units'."""
     units: ClassVar[tuple[str, ...]] = ()
     """Memory units whose utilization the formula reads (formulas.throughput), beside `metrics`."""
     source_columns: ClassVar[tuple[str, ...]] = ()
@@ -183,8 +184,8 @@ class Formula(ABC):
         if reason is None:
             summary = f"no value for {names}"
             reason = (
-                f"Nsight Compute reported {names} as n/a or did not report it for this kernel; a missing "
-                "metric is not read as 0"
+                f"the profiler reported {names} as n/a or did not report it for this kernel; a missing "
+                "value is not read as 0"
             )
         else:
             summary = reason

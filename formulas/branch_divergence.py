@@ -2,16 +2,16 @@
 
 A warp issues each instruction once for all its lanes; where lanes disagree on a branch, the warp
 runs each path in turn with only that path's lanes active. The average number of active threads
-per executed warp instruction (`smsp__thread_inst_executed_per_inst_executed.ratio`, 32 at best)
-says how much of every issue slot does work.
+per executed warp instruction (32 at best on NVIDIA, 64 on AMD's wavefronts) says how much of every
+issue slot does work.
 
-Decision: the idle-lane share (1 - active/32) times how busy the issue slots are
-(`smsp__issue_active`) is the time that reconverged warps could save: a memory-bound kernel's
-idle lanes cost little. Present when fewer than 24 of 32 lanes are active on average (the
-threshold of Nsight Compute's ThreadDivergence rule) and the saving is at least 10%.
+Decision: the idle-lane share (1 - active/lanes) times how busy the issue slots are is the time that
+reconverged warps could save: a memory-bound kernel's idle lanes cost little. Present when fewer than
+24 of 32 lanes (75% of a warp) are active on average (the threshold of Nsight Compute's ThreadDivergence
+rule) and the saving is at least 10%.
 
-Localization: per source line, the idle lane-slots of its instructions (32 x instructions executed
-minus thread instructions executed, from the source page).
+Localization: per source line, the idle lane-slots of its instructions (lanes x instructions executed
+minus thread instructions executed), where the backend attributes counters to instructions.
 """
 
 from __future__ import annotations
@@ -19,15 +19,17 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.quantities import Column, Quantity
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
 
-EXECUTED = "Instructions Executed"
-THREADS_EXECUTED = "Thread Instructions Executed"
-ACTIVE_THREADS = "smsp__thread_inst_executed_per_inst_executed.ratio"
-ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+EXECUTED = Column.EXECUTED
+THREADS_EXECUTED = Column.THREADS_EXECUTED
+ACTIVE_THREADS = Quantity.ACTIVE_THREADS_PER_INSTRUCTION
+ISSUE_ACTIVE = Quantity.ISSUE_BUSY_PCT
 
-MAX_ACTIVE_THREADS = 24.0
+MAX_ACTIVE_SHARE = 0.75
+"""Nsight Compute's ThreadDivergence threshold, 24 of 32 lanes, as a share of the warp (48 of AMD's 64)."""
 MIN_SAVING = 0.10
 
 
@@ -35,11 +37,17 @@ class BranchDivergence(Formula):
     name = "branchDivergence"
     title = "Branch divergence"
     metric_label = "idle lane-slots (32 x warp instructions - thread instructions)"
-    metrics: ClassVar[tuple[str, ...]] = (ACTIVE_THREADS, ISSUE_ACTIVE)
+    metrics: ClassVar[tuple[Quantity, ...]] = (
+        ACTIVE_THREADS,
+        ISSUE_ACTIVE,
+        Quantity.WARP_INSTRUCTIONS,
+        Quantity.THREAD_INSTRUCTIONS,
+    )
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
         lanes = facts_for(kernel.arch).warp_size
-        return kernel.instruction_total(EXECUTED) * lanes - kernel.instruction_total(THREADS_EXECUTED)
+        warp = kernel.metric(Quantity.WARP_INSTRUCTIONS)
+        return warp * lanes - kernel.metric(Quantity.THREAD_INSTRUCTIONS)
 
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
         lanes = facts_for(kernel.arch).warp_size
@@ -54,10 +62,10 @@ class BranchDivergence(Formula):
         }
         reasoning = (
             f"{active:.1f} of {lanes} lanes are active per executed instruction on average (threshold "
-            f"{MAX_ACTIVE_THREADS:g}); the issue slots are {issue:.0%} busy, so warps with all lanes on one "
-            f"path could save ~{saving:.0%} of the kernel's time (threshold {MIN_SAVING:.0%})"
+            f"{MAX_ACTIVE_SHARE * lanes:g}); the issue slots are {issue:.0%} busy, so warps with all lanes "
+            f"on one path could save ~{saving:.0%} of the kernel's time (threshold {MIN_SAVING:.0%})"
         )
-        if active >= MAX_ACTIVE_THREADS or saving < MIN_SAVING:
+        if active >= MAX_ACTIVE_SHARE * lanes or saving < MIN_SAVING:
             return self.absent(kernel, reasoning, numbers)
         return self.present(
             kernel,

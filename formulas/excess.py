@@ -1,9 +1,11 @@
 """The shared shape of two formulas: a share of some traffic is waste, and its unit is this busy.
 
-Nsight Compute computes, per instruction, the units an access needs at best (`ideal_column`) and
-those beyond (`excessive_column`). The excess share of all units (`total_column`) is the waste;
-`utilization` says how much that traffic costs the kernel. Estimated saving = share x utilization.
-Present when both the share and the saving reach the subclass's thresholds.
+The backend measures the units a kernel's accesses took (`total`), those they need at best (`ideal`) and
+those beyond (`excessive`): Nsight Compute per instruction, summed over the kernel; rocprofv3 per kernel.
+The excess share of all units is the waste; `utilization` says how much that traffic costs the kernel.
+Estimated saving = share x utilization. Present when both the share and the saving reach the subclass's
+thresholds. Lines are ranked by the per-instruction excess (`excessive_column`) where the backend
+attributes counters to instructions.
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ from abc import abstractmethod
 from typing import ClassVar
 
 from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.quantities import Column, Quantity
 from intelliperf.contract import Diagnosis
 
 __all__ = ["ExcessShareFormula"]
 
 
 class ExcessShareFormula(Formula):
-    excessive_column: ClassVar[str]
-    total_column: ClassVar[str]
-    ideal_column: ClassVar[str]
+    excessive: ClassVar[Quantity]
+    total: ClassVar[Quantity]
+    ideal: ClassVar[Quantity]
+    excessive_column: ClassVar[Column]
+    total_column: ClassVar[Column]
+    ideal_column: ClassVar[Column]
     unit: ClassVar[str]
     """What the columns count, in words (e.g. 'shared wavefronts')."""
     min_excess_share: ClassVar[float]
@@ -35,12 +41,12 @@ class ExcessShareFormula(Formula):
         """One sentence for the report, from the excess share and the actual/ideal ratio."""
 
     def bottleneck_metric(self, kernel: KernelProfile) -> float:
-        return kernel.instruction_total(self.excessive_column)
+        return kernel.metric(self.excessive)
 
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
-        excessive = kernel.instruction_total(self.excessive_column)
-        total = kernel.instruction_total(self.total_column)
-        ideal = kernel.instruction_total(self.ideal_column)
+        excessive = kernel.metric(self.excessive)
+        total = kernel.metric(self.total)
+        ideal = kernel.metric(self.ideal)
         busy, unit_name = self.utilization(kernel)
         numbers = {
             "excessive": excessive,
@@ -64,7 +70,7 @@ class ExcessShareFormula(Formula):
         locations = self.hot_lines(
             kernel,
             lambda row: row.get(self.excessive_column),
-            label=self.excessive_column,
+            label=f"excessive {self.unit}",
             numbers=self._line,
         )
         return self.present(
@@ -77,4 +83,4 @@ class ExcessShareFormula(Formula):
         )
 
     def _line(self, row: SourceRow) -> dict[str, float]:
-        return {self.total_column: row.get(self.total_column), self.ideal_column: row.get(self.ideal_column)}
+        return {self.unit: row.get(self.total_column), f"ideal {self.unit}": row.get(self.ideal_column)}

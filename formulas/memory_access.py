@@ -1,8 +1,8 @@
 """Uncoalesced global memory access: a warp's loads or stores touch more 32-byte sectors than needed.
 
-Decision (see excess.py): the excess share of global sectors ("L2 Theoretical Sectors Global
-Excessive" over "L2 Theoretical Sectors Global", per instruction, from Nsight Compute) times the
-busiest memory unit's utilization (DRAM, L2 or L1). Present when the excess share is at least
+Decision (see excess.py): the excess share of global sectors (NVIDIA: the excessive over all
+theoretical L2 sectors of global accesses, per instruction, summed) times the busiest memory unit's
+utilization (DRAM, L2 or L1). Present when the excess share is at least
 25% (the coalesced controls and fixed versions measure 0%; the strided copy and the
 array-of-structs read 50% and more) and the estimated saving is at least 5% of the kernel's time.
 """
@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from formulas.base import KernelProfile
 from formulas.excess import ExcessShareFormula
+from formulas.quantities import Column, Quantity
 from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
 
@@ -21,13 +22,20 @@ class MemoryAccess(ExcessShareFormula):
     name = "memoryAccess"
     title = "Uncoalesced global memory access"
     metric_label = "excessive global-memory sectors"
-    excessive_column = "L2 Theoretical Sectors Global Excessive"
-    total_column = "L2 Theoretical Sectors Global"
-    ideal_column = "L2 Theoretical Sectors Global Ideal"
+    excessive = Quantity.GLOBAL_SECTORS_EXCESS
+    total = Quantity.GLOBAL_SECTORS
+    ideal = Quantity.GLOBAL_SECTORS_IDEAL
+    excessive_column = Column.GLOBAL_SECTORS_EXCESS
+    total_column = Column.GLOBAL_SECTORS
+    ideal_column = Column.GLOBAL_SECTORS_IDEAL
     unit = "global sectors"
     min_excess_share = 0.25
     min_saving = 0.05
-    metrics: ClassVar[tuple[str, ...]] = ()  # its units' utilization and the source section's columns
+    metrics: ClassVar[tuple[Quantity, ...]] = (
+        Quantity.GLOBAL_SECTORS,
+        Quantity.GLOBAL_SECTORS_IDEAL,
+        Quantity.GLOBAL_SECTORS_EXCESS,
+    )
     units = UNITS
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:

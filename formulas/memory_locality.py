@@ -5,10 +5,9 @@ each request may be perfectly coalesced, but the same bytes are requested again 
 stencil's neighbours, a matrix row read by every block) and the reuse is served by L2 rather than
 by L1, shared memory or registers.
 
-Numbers: the sectors the kernel's global loads need at best (the source page's "L2 Theoretical
-Sectors Global Ideal" of its LDG instructions: requested bytes / 32), the sectors L1 actually
-fetched from L2 (`lts__t_sectors_srcunit_tex_op_read.sum`) and the sectors L2 read from DRAM
-(`dram__sectors_read.sum`). L2 reuse = min(ideal, fetched) / DRAM: how often each byte that
+Numbers: the sectors the kernel's global loads need at best (requested bytes / 32; on NVIDIA the
+source page's ideal L2 sectors of its global load instructions), the sectors L1 actually fetched from
+L2 and the sectors L2 read from DRAM. L2 reuse = min(ideal, fetched) / DRAM: how often each byte that
 came from DRAM was fetched from L2 again. Taking the ideal bounds away the excess of uncoalesced
 requests, so a strided copy whose neighbours hit in cache measures ~1, not its excess. The L1 and
 L2 hit rates and the bytes used per sector (what Nsight Compute's MemoryCacheAccessPattern rule
@@ -22,30 +21,27 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow
+from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.quantities import Column, Kind, Quantity
 from formulas.throughput import busiest_unit
 from intelliperf.contract import Diagnosis
 
-IDEAL = "L2 Theoretical Sectors Global Ideal"
-FETCHED = "lts__t_sectors_srcunit_tex_op_read.sum"
-DRAM_READ = "dram__sectors_read.sum"
-L1_LOAD_HIT = "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"
-L2_READ_HIT = "lts__t_sector_op_read_hit_rate.pct"
-BYTES_PER_SECTOR = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
+FETCHED = Quantity.L2_SECTORS_READ_BY_L1
+DRAM_READ = Quantity.DRAM_SECTORS_READ
+L1_LOAD_HIT = Quantity.L1_LOAD_HIT_PCT
+L2_READ_HIT = Quantity.L2_READ_HIT_PCT
+BYTES_PER_SECTOR = Quantity.BYTES_USED_PER_SECTOR_PCT
 
 MIN_REUSE = 4.0
 MIN_SAVING = 0.10
-
-
-def is_global_load(instruction: Instruction) -> bool:
-    return instruction.opcode.startswith("LDG")
 
 
 class MemoryLocality(Formula):
     name = "memoryLocality"
     title = "Poor memory locality"
     metric_label = "sectors fetched from L2 by L1"
-    metrics: ClassVar[tuple[str, ...]] = (
+    metrics: ClassVar[tuple[Quantity, ...]] = (
+        Quantity.GLOBAL_LOAD_SECTORS_IDEAL,
         FETCHED,
         DRAM_READ,
         L1_LOAD_HIT,
@@ -58,7 +54,7 @@ class MemoryLocality(Formula):
         return kernel.metric(FETCHED)
 
     def diagnose(self, kernel: KernelProfile) -> Diagnosis:
-        ideal = kernel.instruction_total(IDEAL, is_global_load)
+        ideal = kernel.metric(Quantity.GLOBAL_LOAD_SECTORS_IDEAL)
         fetched = kernel.metric(FETCHED)
         dram = kernel.metric(DRAM_READ)
         busy, _ = busiest_unit(kernel, self.units)
@@ -114,4 +110,8 @@ def _evidence(kernel: KernelProfile) -> dict[str, float]:
 
 
 def _ideal_load_sectors(row: SourceRow) -> float:
-    return sum(i.metrics.get(IDEAL, 0.0) for i in row.instructions if is_global_load(i))
+    return sum(
+        i.metrics.get(Column.GLOBAL_SECTORS_IDEAL, 0.0)
+        for i in row.instructions
+        if i.kind is Kind.GLOBAL_LOAD
+    )

@@ -1,9 +1,9 @@
 """Register pressure: values that do not fit in the registers a thread may use live in local memory.
 
 A thread gets at most 255 registers, fewer when `__launch_bounds__`/`-maxrregcount` ask for more
-resident blocks. What does not fit spills to local memory (LDL/STL: per-thread memory cached in L1
-and L2), and arrays indexed with values the compiler cannot resolve live there too. Both show as
-local-memory traffic (`l1tex__t_bytes_pipe_lsu_mem_local_op_ld/st.sum`).
+resident blocks. What does not fit spills to local memory (per-thread memory cached in L1
+and L2; AMD: scratch), and arrays indexed with values the compiler cannot resolve live there too. Both
+show as local-memory traffic.
 
 Decision: the local share of the kernel's L1 data traffic (local over local + global bytes) times
 the busiest memory unit's utilization is the time removing it could save. Present when the share
@@ -21,33 +21,30 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, Instruction, KernelProfile, SourceRow
+from formulas.base import Formula, KernelProfile, SourceRow
+from formulas.quantities import Column, Kind, Quantity
 from formulas.specs import facts_for
 from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
 
-EXECUTED = "Instructions Executed"
-LOCAL_LD = "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"
-LOCAL_ST = "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"
-GLOBAL_LD = "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum"
-GLOBAL_ST = "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"
-REGISTERS = "launch__registers_per_thread"
-BLOCKS_BY_REGISTERS = "launch__occupancy_limit_registers"
-BLOCK_SIZE = "launch__block_size"
-ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+LOCAL_LD = Quantity.LOCAL_BYTES_LOADED
+LOCAL_ST = Quantity.LOCAL_BYTES_STORED
+GLOBAL_LD = Quantity.GLOBAL_BYTES_LOADED
+GLOBAL_ST = Quantity.GLOBAL_BYTES_STORED
+REGISTERS = Quantity.REGISTERS_PER_THREAD
+BLOCKS_BY_REGISTERS = Quantity.BLOCKS_PER_SM_BY_REGISTERS
+BLOCK_SIZE = Quantity.BLOCK_SIZE
+ACHIEVED_OCCUPANCY = Quantity.ACHIEVED_OCCUPANCY_PCT
 MIN_LOCAL_SHARE = 0.25
 MIN_SAVING = 0.10
-
-
-def is_local_access(instruction: Instruction) -> bool:
-    return instruction.opcode.startswith(("LDL", "STL"))
+LOCAL_KINDS = (Kind.LOCAL_LOAD, Kind.LOCAL_STORE)
 
 
 class RegisterPressure(Formula):
     name = "registerPressure"
     title = "Register pressure"
     metric_label = "local-memory bytes (spills and register-indexed arrays)"
-    metrics: ClassVar[tuple[str, ...]] = (
+    metrics: ClassVar[tuple[Quantity, ...]] = (
         LOCAL_LD,
         LOCAL_ST,
         GLOBAL_LD,
@@ -98,7 +95,7 @@ class RegisterPressure(Formula):
 
     def prompt_context(self, diagnosis: Diagnosis) -> str:
         return (
-            "Values that do not fit in a thread's registers are spilled to local memory (LDL/STL), and "
+            "Values that do not fit in a thread's registers are spilled to local memory, and "
             "arrays indexed by run-time values live there too. Typical fixes: relax __launch_bounds__ "
             "(drop or lower its minimum-blocks argument) or -maxrregcount so the compiler may use more "
             "registers; shorten live ranges (compute values where they are used, split long loops); "
@@ -127,9 +124,9 @@ def _occupancy(kernel: KernelProfile) -> dict[str, float]:
 
 
 def _local_executed(row: SourceRow) -> float:
-    return sum(i.metrics.get(EXECUTED, 0.0) for i in row.instructions if is_local_access(i))
+    return sum(i.metrics.get(Column.EXECUTED, 0.0) for i in row.instructions if i.kind in LOCAL_KINDS)
 
 
 def _line(row: SourceRow) -> dict[str, float]:
-    loads = sum(i.metrics.get(EXECUTED, 0.0) for i in row.instructions if i.opcode.startswith("LDL"))
+    loads = sum(i.metrics.get(Column.EXECUTED, 0.0) for i in row.instructions if i.kind is Kind.LOCAL_LOAD)
     return {"local loads executed": loads, "local stores executed": _local_executed(row) - loads}

@@ -1,7 +1,7 @@
 """The formula registry: in-tree formulas first, then plugins from the `intelliperf.formulas` entry points.
 
 Built once on first use. Registration is checked (unique name, exactly one concrete Formula subclass
-per module, declared metrics that look like Nsight Compute metric names) so a broken plugin fails
+per module, declared quantities that every backend knows: formulas.quantities) so a broken plugin fails
 loudly at start, not halfway through a job.
 """
 
@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from formulas.base import Formula
+from formulas.quantities import Quantity
 from formulas.throughput import UNITS
 from intelliperf.errors import SpecError
 
@@ -30,7 +31,6 @@ BUILTIN_MODULES = (
 )
 META_FORMULAS = ("auto", "diagnoseOnly")
 ENTRY_POINT_GROUP = "intelliperf.formulas"
-_METRIC_NAME = re.compile(r"^[a-z0-9]+__[a-z0-9_]+(\.[a-z0-9_]+)*$")
 
 
 class FormulaRegistrationError(RuntimeError):
@@ -58,9 +58,12 @@ def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
         raise FormulaRegistrationError(f"{cls.__qualname__}: formula name {name!r} is already taken")
     if not getattr(cls, "metrics", None) and not cls.units:
         raise FormulaRegistrationError(f"{name}: declares no metrics and no memory units")
-    bad = [m for m in cls.metrics if not _METRIC_NAME.match(m)]
+    bad = [m for m in cls.metrics if not isinstance(m, Quantity)]
     if bad:
-        raise FormulaRegistrationError(f"{name}: not Nsight Compute metric names: {bad}")
+        raise FormulaRegistrationError(
+            f"{name}: metrics must be formulas.quantities.Quantity members (a backend maps each onto its "
+            f"profiler), got {bad}"
+        )
     unknown = [unit for unit in cls.units if unit not in UNITS]
     if unknown:
         raise FormulaRegistrationError(f"{name}: unknown memory units {unknown}; known: {', '.join(UNITS)}")

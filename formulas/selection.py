@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from formulas.base import Formula
+from formulas.quantities import Quantity
 from formulas.registry import all_formulas, get
 from formulas.throughput import throughput_metrics
 from intelliperf.contract import Diagnosis, RankedKernel, Selection
 
 __all__ = ["BASE_METRICS", "formulas_for", "metrics_for", "select"]
 
-BASE_METRICS = ("gpu__time_duration.sum", "launch__grid_size", "launch__block_size")
+BASE_METRICS = (Quantity.KERNEL_TIME_NS, Quantity.GRID_SIZE, Quantity.BLOCK_SIZE)
 
 
 def formulas_for(requested: str) -> list[Formula]:
@@ -21,12 +22,13 @@ def formulas_for(requested: str) -> list[Formula]:
     return [get(requested)()]
 
 
-def metrics_for(formulas: Sequence[Formula], arch: str) -> list[str]:
-    """The metrics the formulas read on ``arch``: their own and their memory units' (formulas.throughput)."""
+def metrics_for(formulas: Sequence[Formula]) -> list[Quantity]:
+    """The quantities the formulas read: their own and their memory units' (formulas.throughput). The
+    backend turns them into its profiler's counters for the GPU at hand."""
     wanted = dict.fromkeys(BASE_METRICS)
     for formula in formulas:
         wanted.update(dict.fromkeys(formula.metrics))
-        wanted.update(dict.fromkeys(throughput_metrics(formula.units, arch)))
+        wanted.update(dict.fromkeys(throughput_metrics(formula.units)))
     return list(wanted)
 
 

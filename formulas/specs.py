@@ -27,9 +27,10 @@ class GpuFacts:
     shared_memory_banks: int
     bank_width_bytes: int
     sector_bytes: int
-    same_address_atomic_ns: float
+    same_address_atomic_ns: float | None
     """Service time of one same-address global atomic in its L2 slice. Measured on an H200 (sm_90,
-    Nov 2026): 16.7M fp32 atomicAdd to one address took 29.5 ms in one L2 slice, 1.76 ns each."""
+    Nov 2026): 16.7M fp32 atomicAdd to one address took 29.5 ms in one L2 slice, 1.76 ns each. None where
+    not measured: the atomics formula then does not decide."""
 
 
 _FACTS = {
@@ -41,18 +42,28 @@ _FACTS = {
         sector_bytes=32,
         same_address_atomic_ns=1.76,
     ),
+    # AMD CDNA3 (MI300): 64-wide wavefronts, up to 32 waves per CU (8 per SIMD, 4 SIMDs), 32 LDS banks of
+    # 4 bytes: AMD's CDNA3 ISA and MI300 documentation, not measured here (no AMD hardware was available).
+    "gfx942": GpuFacts(
+        warp_size=64,
+        max_warps_per_sm=32,
+        shared_memory_banks=32,
+        bank_width_bytes=4,
+        sector_bytes=64,
+        same_address_atomic_ns=None,
+    ),
 }
 
 
 def facts_for(arch: str) -> GpuFacts:
     """Facts for ``arch``: an unmeasured NVIDIA architecture gets the nearest older measured NVIDIA one (its
-    successor keeps warp size, banks and sectors); anything else, an older NVIDIA chip or another vendor's
-    (AMD's gfx942 has 64-wide wavefronts), raises UnknownArchitectureError."""
+    successor keeps warp size, banks and sectors); anything else, an older NVIDIA chip or an AMD chip
+    without its own entry, raises UnknownArchitectureError."""
     if arch in _FACTS:
         return _FACTS[arch]
     nvidia = re.fullmatch(r"sm_?([0-9]+)a?", arch)
     if nvidia is not None:
-        older = [key for key in _FACTS if int(key[3:]) <= int(nvidia[1])]
+        older = [key for key in _FACTS if key.startswith("sm_") and int(key[3:]) <= int(nvidia[1])]
         if older:
             return _FACTS[max(older, key=lambda key: int(key[3:]))]
     raise UnknownArchitectureError(arch)

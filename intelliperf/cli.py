@@ -53,6 +53,7 @@ def _spec_from_options(
     kernel: str | None,
     in_place: bool,
     unittest_command: str | None = None,
+    gpu_vendor: str = "nvidia",
 ) -> JobSpec:
     if not command:
         raise SpecError("no application given: put its command after `--`, e.g. `-- ./bin/app arg`")
@@ -72,9 +73,18 @@ def _spec_from_options(
             llm=LlmSettings(model=model, provider=provider, api_base=api_base),
             in_place=in_place,
             unittest_command=unittest_command,
+            gpu={"vendor": gpu_vendor},
         )
     except PydanticValidationError as exc:
         raise SpecError(_explain_validation(exc)) from None
+
+
+def _local_vendor() -> str:
+    """The vendor of this machine's GPUs when they are all of one (the one device probe); else nvidia."""
+    from intelliperf.gpu.probe import probe_gpus
+
+    found = {gpu.vendor for gpu in probe_gpus()}
+    return found.pop() if len(found) == 1 else "nvidia"
 
 
 def _explain_validation(exc: PydanticValidationError) -> str:
@@ -167,6 +177,13 @@ def run(
         Path | None,
         typer.Option("--replay", help="Use a profile recorded on a GPU machine instead of the GPU"),
     ] = None,
+    gpu_vendor: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu_vendor",
+            help="nvidia or amd (default: the vendor of this machine's GPU, nvidia when it has none or both)",
+        ),
+    ] = None,
 ) -> None:
     progress = None
     try:
@@ -186,6 +203,7 @@ def run(
             kernel=kernel,
             in_place=in_place,
             unittest_command=unittest_command,
+            gpu_vendor=gpu_vendor or (_local_vendor() if replay is None else "nvidia"),
         )
         check_writable(output_file, "-o/--output_file")
         check_writable(summary_file, "--summary_file")
@@ -289,7 +307,7 @@ def validate(
         if not reference_cmd or not candidate_cmd:
             raise SpecError("--reference and --candidate must not be empty")
         check_writable(output_file, "-o/--output_file")
-        query_device()  # no GPU: say so before building the native library or running anything
+        query_device(vendor="nvidia")  # validate runs Accordo (CUDA): say so before building anything
         result = run_validation(
             kernel,
             reference_cmd,

@@ -16,6 +16,7 @@ class Settings(BaseSettings):
 
     cuda_home: Path = Field(default=Path("/usr/local/cuda"), description="CUDA toolkit root")
     ncu: str = Field(default="ncu", description="Nsight Compute CLI: a name on PATH or a path")
+    rocprofv3: str = Field(default="rocprofv3", description="ROCm's rocprofv3 CLI: a name on PATH or a path")
     work_dir: Path | None = Field(
         default=None, description="Where scratch workspaces go (default: system temp)"
     )

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import formulas.atomic_contention as atomic_contention
-import formulas.branch_divergence as branch_divergence
 from accordo.trace import run_traced
-from formulas.memory_access import MemoryAccess
+from formulas.quantities import Column
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.engine.diagnose import targets_of
 from intelliperf.gpu.backend import rank_kernels
@@ -31,16 +29,18 @@ from intelliperf.gpu.ncu import (
     run_ncu,
 )
 from intelliperf.gpu.ncu_source import parse_cuda_sass_view
+from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
 
 pytestmark = pytest.mark.gpu
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tile_sums"
-COLUMNS = (
-    atomic_contention.EXECUTED,
-    branch_divergence.THREADS_EXECUTED,
-    MemoryAccess.excessive_column,
-    MemoryAccess.total_column,
-    MemoryAccess.ideal_column,
+LABELS = {column: label for label, column in COLUMNS.items()}
+WANTED = (
+    Column.EXECUTED,
+    Column.THREADS_EXECUTED,
+    Column.GLOBAL_SECTORS_EXCESS,
+    Column.GLOBAL_SECTORS,
+    Column.GLOBAL_SECTORS_IDEAL,
 )
 
 
@@ -54,7 +54,7 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
         argv,
         cwd=EXAMPLE,
         kernel_names=names,
-        metrics=metrics_for(formulas_for("auto"), "sm_90"),
+        metrics=ncu_metrics(metrics_for(formulas_for("auto")), "sm_90"),
         workdir=tmp_path,
         timeout_s=300,
     )
@@ -73,5 +73,5 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
     views = parse_cuda_sass_view(run.log)
     assert set(names) <= set(views)
     header = next(line for line in run.log.splitlines() if line.startswith('"Line No"'))
-    for column in COLUMNS:
-        assert f'"{column}"' in header, column
+    for column in WANTED:
+        assert f'"{LABELS[column]}"' in header, column

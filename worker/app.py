@@ -36,10 +36,12 @@ _runtime: dict[str, Any] = {}
 
 
 def _gpu() -> GpuInfo | None:
+    """The GPU `intelliperf worker` started this process for (each vendor numbers its GPUs from 0)."""
     index = os.environ.get("INTELLIPERF_WORKER_GPU_INDEX")
     if index is None:
         return None
-    return next((gpu for gpu in detect_gpus() if gpu.index == int(index)), None)
+    vendor = os.environ.get("INTELLIPERF_WORKER_GPU_VENDOR", "nvidia")
+    return next((gpu for gpu in detect_gpus() if gpu.index == int(index) and gpu.vendor == vendor), None)
 
 
 def worker_name() -> str:

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from worker.gpu import detect_gpus, queues_for
+from worker.gpu import detect_gpus, queues_for, visible_devices
 
 __all__ = ["register", "start_local_workers", "worker_commands"]
 
@@ -33,11 +33,13 @@ def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str,
         return [([*base, "-Q", ",".join(queues or queues_for(None)), "-n", f"{name}@{host}"], env)]
     commands = []
     for gpu in gpus:
-        name = f"{host}-gpu{gpu.index}"
+        # each vendor numbers its GPUs from 0: on a node with both, AMD's workers need names of their own
+        name = f"{host}-gpu{gpu.index}" if gpu.vendor == "nvidia" else f"{host}-{gpu.vendor}-gpu{gpu.index}"
         env = {
             "INTELLIPERF_WORKER_NAME": name,
             "INTELLIPERF_WORKER_GPU_INDEX": str(gpu.index),
-            "CUDA_VISIBLE_DEVICES": str(gpu.index),
+            "INTELLIPERF_WORKER_GPU_VENDOR": gpu.vendor,
+            **visible_devices(gpu),
         }
         commands.append(([*base, "-Q", ",".join(queues or queues_for(gpu)), "-n", f"{name}@{host}"], env))
     return commands

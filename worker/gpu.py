@@ -1,55 +1,27 @@
-"""The GPUs this node has, and the queues a worker for each one consumes."""
+"""The GPUs this node has (every vendor's, from intelliperf.gpu.probe), and the queues a worker for each
+consumes."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from dataclasses import dataclass
+from intelliperf.gpu.probe import GpuInfo, probe_gpus
 
-__all__ = ["GpuInfo", "detect_gpus", "queues_for"]
+__all__ = ["GpuInfo", "detect_gpus", "queues_for", "visible_devices"]
 
+detect_gpus = probe_gpus
 
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    vendor: str
-    name: str
-    arch: str  # sm_90, gfx942
-    memory_bytes: int
-
-
-def detect_gpus() -> list[GpuInfo]:
-    """NVIDIA GPUs from nvidia-smi; none when it is missing or fails."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        output = subprocess.run(
-            [smi, "--query-gpu=index,name,compute_cap,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [gpu for line in output.splitlines() if (gpu := _parse(line)) is not None]
-
-
-def _parse(line: str) -> GpuInfo | None:
-    fields = [field.strip() for field in line.split(",")]
-    if len(fields) != 4:
-        return None
-    index, name, capability, memory_mib = fields
-    try:
-        major, minor = capability.split(".")
-        return GpuInfo(int(index), "nvidia", name, f"sm_{major}{minor}", int(float(memory_mib)) * 2**20)
-    except ValueError:
-        return None
+# the variable that shows a process only its GPU; ROCr's rather than HIP's, as worker/container.py sets in
+# an AMD job's container (both at once would compound: HIP numbers what ROCr left visible)
+VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "ROCR_VISIBLE_DEVICES"}
 
 
 def queues_for(gpu: GpuInfo | None) -> list[str]:
-    """A GPU's own queue (gpu.nvidia.sm90) and its vendor's 'any' queue; without a GPU, the 'any' one."""
+    """A GPU's own queue (gpu.nvidia.sm90, gpu.amd.gfx942) and its vendor's 'any' queue; without a GPU,
+    NVIDIA's 'any' one."""
     if gpu is None:
         return ["gpu.nvidia.any"]
     return [f"gpu.{gpu.vendor}.{gpu.arch.replace('_', '')}", f"gpu.{gpu.vendor}.any"]
+
+
+def visible_devices(gpu: GpuInfo) -> dict[str, str]:
+    """The environment pinning a worker process to ``gpu``."""
+    return {VISIBLE_DEVICES[gpu.vendor]: str(gpu.index)}

@@ -114,7 +114,7 @@ def _measure_metric(
         target.command,
         cwd=tree.root,
         kernels=[kernel],
-        metrics=metrics_for([target.formula], backend.device().arch),
+        metrics=metrics_for([target.formula]),
         timeout_s=target.counters_timeout_s,
     )
     profile = profiles.get(kernel.name)

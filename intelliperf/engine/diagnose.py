@@ -114,10 +114,20 @@ def library_note(shown: list[RankedKernel]) -> str | None:
 
 
 def _diagnose_kernels(
-    formulas: list[Formula], top: list[RankedKernel], profiles: dict[str, KernelProfile], warnings: list[str]
+    formulas: list[Formula],
+    top: list[RankedKernel],
+    profiles: dict[str, KernelProfile],
+    warnings: list[str],
+    backend: GpuBackend,
 ) -> list[Diagnosis]:
     """Every formula on every profiled kernel. A kernel without source rows is still diagnosed: a formula
     that needs per-instruction counters it lacks says it could not decide (never reads them as 0)."""
+    if not backend.source_lines:
+        warnings.append(
+            f"{backend.profiler} counts per kernel, not per instruction: kernels are diagnosed without "
+            "source lines"
+        )
+        return [formula.evaluate(profiles[k.name]) for k in top if k.name in profiles for formula in formulas]
     with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
     if profiles and not with_lines and all(p.source_page for p in profiles.values()):
         raise NoLineInfoError(
@@ -128,7 +138,9 @@ def _diagnose_kernels(
     for kernel in top:
         profile = profiles.get(kernel.name)
         if profile is None:
-            warnings.append(f"{kernel.demangled}: no counters were collected (not profiled by ncu)")
+            warnings.append(
+                f"{kernel.demangled}: no counters were collected (not profiled by {backend.profiler})"
+            )
             continue
         if not profile.source_page:
             warnings.append(
@@ -210,7 +222,8 @@ def diagnose_in(
         build_s = run_build(build_command, cwd=ws, timeout_s=spec.timeouts.build_s)
         progress.done("build", f"{build_s:.1f} s")
     progress.start(
-        "timing", "reading the recorded trace" if recorded else "tracing every kernel launch (CUPTI)"
+        "timing",
+        "reading the recorded trace" if recorded else f"tracing every kernel launch ({backend.tracer})",
     )
     started = time.perf_counter()
     timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
@@ -221,9 +234,10 @@ def diagnose_in(
     shown = sorted({k.name: k for k in [*matched[: spec.top_n], *top]}.values(), key=lambda k: k.rank)
     warnings.extend(note for note in (library_note(shown), minor_note(shown, top)) if note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
-    metrics = metrics_for(formulas, device.arch)
-    what = "the recorded Nsight Compute exports for" if recorded else "Nsight Compute on"
-    progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} metrics + source")
+    metrics = metrics_for(formulas)
+    what = f"the recorded {backend.profiler} exports for" if recorded else f"{backend.profiler} on"
+    source = " + source" if backend.source_lines else ""
+    progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} quantities{source}")
     started = time.perf_counter()
     profiles = backend.collect(
         app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
@@ -231,13 +245,13 @@ def diagnose_in(
     counters_s = time.perf_counter() - started
     if not profiles:
         raise ProfileError(
-            "Nsight Compute's report holds none of the top kernels",
+            f"{backend.profiler}'s report holds none of the top kernels",
             hint="kernels profiled by ncu could not be matched to the traced ones; rerun with -k",
         )
     device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
     progress.done("counters", f"{counters_s:.1f} s")
     progress.start("diagnose", ", ".join(f.name for f in formulas))
-    diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings), ws, project)
+    diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings, backend), ws, project)
     selection = select(spec.formula, shown, diagnoses)
     found = sum(d.present for d in diagnoses)
     progress.done("diagnose", f"{found} bottleneck(s) found")

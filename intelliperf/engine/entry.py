@@ -75,7 +75,7 @@ def run_spec(
     else:
         from intelliperf.gpu.select import backend_for
 
-        backend, extra = backend_for(record=record), {}
+        backend, extra = backend_for(record=record, vendor=spec.gpu.vendor), {}
     if replayed_loop and progress is not None:
         progress.note(f"replaying the GPU's verdicts and counters recorded in {replay}")
     report = run_job(spec, backend=backend, project=project, proposer=proposer, progress=progress, **extra)

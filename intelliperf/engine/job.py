@@ -23,6 +23,7 @@ from intelliperf.engine.unittest_judge import UnittestJudge
 from intelliperf.engine.workspace import copy_workspace, workspace, write_back
 from intelliperf.errors import SpecError
 from intelliperf.gpu.backend import GpuBackend
+from intelliperf.gpu.registry import backend_class
 from intelliperf.llm.proposer import Proposer
 from intelliperf.process import is_python_command
 from intelliperf.settings import get_settings
@@ -42,9 +43,18 @@ def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
 
 
 def check_optimizable(spec: JobSpec) -> None:
-    """What the loop needs that can be checked before any profiling starts: a build command, unless the
+    """What the loop needs that can be checked before any profiling starts: a judge for the job's GPU (the
+    project's tests where Accordo cannot capture the vendor's launches) and a build command, unless the
     application is a Python program that compiles its kernels when it runs."""
-    if not spec.optimizes or spec.instrument_command or spec.build_command:
+    if not spec.optimizes:
+        return
+    if not spec.unittest_command and not backend_class(spec.gpu.vendor).captures_kernels:
+        raise SpecError(
+            f"on {spec.gpu.vendor} GPUs Accordo cannot yet capture kernel launches, so a rewrite is judged "
+            "by the project's own tests: give --unittest_command",
+            hint="or diagnose only with -f diagnoseOnly",
+        )
+    if spec.instrument_command or spec.build_command:
         return
     if not is_python_command(spec.applications[0].command):
         raise SpecError(

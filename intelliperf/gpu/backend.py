@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from accordo.trace import KernelStats
 from formulas.base import KernelProfile
+from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.kernel_names import is_library_kernel
@@ -48,8 +49,21 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
 
 
 class GpuBackend(ABC):
+    """One vendor's GPUs: its timing pass, its counter pass (formulas.quantities measured with its own
+    profiler, through its own table) and what can judge a rewrite on it. Backends are found by vendor in
+    intelliperf.gpu.registry and are built as ``cls(record=folder_or_None)``."""
+
     recorded: ClassVar[bool] = False
     """Whether the passes read a recording instead of running (progress then says what is read)."""
+    profiler: ClassVar[str] = "Nsight Compute"
+    """The counter pass's tool, as progress and errors name it."""
+    tracer: ClassVar[str] = "CUPTI"
+    """The timing pass's tool, as progress names it."""
+    source_lines: ClassVar[bool] = True
+    """Whether the counter pass attributes counters to source lines (else diagnoses name kernels only)."""
+    captures_kernels: ClassVar[bool] = True
+    """Whether Accordo can capture and replay this backend's kernel launches (its default judge); where
+    not, a rewrite is judged by the project's own tests (--unittest_command)."""
 
     @abstractmethod
     def device(self) -> DeviceInfo: ...
@@ -72,7 +86,7 @@ class GpuBackend(ABC):
         *,
         cwd: Path,
         kernels: Sequence[RankedKernel],
-        metrics: Sequence[str],
+        metrics: Sequence[Quantity],
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         """Counters and per-source-line counters for each given kernel, keyed by its mangled name."""

@@ -1,16 +1,15 @@
-"""Find the NVIDIA GPU and the tools the passes need, with a clear error when one is missing."""
+"""Find the GPU and the tools the passes need, with a clear error when one is missing."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 from intelliperf.contract import DeviceInfo
-from intelliperf.errors import NoGpuError, ToolMissingError, tail
+from intelliperf.errors import NoGpuError, ToolMissingError
+from intelliperf.gpu.probe import LABELS, SCANS, Vendor
+from intelliperf.gpu.smi import Scan
 
 __all__ = ["query_device", "require_tool"]
-
-NVIDIA_SMI_FIELDS = "name,compute_cap,memory.total,driver_version"
 
 
 def require_tool(name: str, *, purpose: str, hint: str) -> str:
@@ -20,36 +19,31 @@ def require_tool(name: str, *, purpose: str, hint: str) -> str:
     return path
 
 
-def parse_nvidia_smi(text: str) -> DeviceInfo:
-    """Parse `nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv,noheader,nounits`."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise NoGpuError("nvidia-smi lists no GPU")
-    fields = [field.strip() for field in lines[0].split(",")]
-    if len(fields) < 4:
-        raise NoGpuError(f"unexpected nvidia-smi output: {lines[0]!r}")
-    name, capability, memory_mib, driver = fields[:4]
-    major, _, minor = capability.partition(".")
-    memory = int(float(memory_mib) * 1024 * 1024) if memory_mib.replace(".", "").isdigit() else None
-    return DeviceInfo(name=name, arch=f"sm_{major}{minor}", memory_bytes=memory, driver=driver)
+def query_device(index: int = 0, vendor: Vendor | None = None) -> DeviceInfo:
+    """The GPU with this index (as its vendor's tool numbers it) of ``vendor``, else of the first vendor
+    that has one."""
+    vendors: list[Vendor] = [vendor] if vendor else list(SCANS)
+    reasons: list[str] = []
+    tails: list[str] = []
+    for name in vendors:
+        scan = SCANS[name]()
+        gpu = next((gpu for gpu in scan.gpus if gpu.index == index), None)
+        if gpu is not None:
+            return gpu.device_info()
+        reasons.append(_reason(name, index, scan))
+        tails += [scan.log_tail] if scan.log_tail else []
+    labels = " or ".join(LABELS[name] for name in vendors)
+    message = (
+        reasons[0]
+        if len(reasons) == 1
+        else f"no {labels} GPU found:\n" + "\n".join(f"  {reason}" for reason in reasons)
+    )
+    hint = f"run on a machine with an {labels} GPU and its driver, or use a recorded profile (--replay)"
+    raise NoGpuError(message, hint=hint, log_tail="\n".join(tails) or None)
 
 
-def query_device(index: int = 0) -> DeviceInfo:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        raise NoGpuError(
-            "no NVIDIA GPU: nvidia-smi is not installed",
-            hint="run on a machine with an NVIDIA GPU and driver, or use a recorded profile (--replay)",
-        )
-    try:
-        proc = subprocess.run(
-            [smi, f"--id={index}", f"--query-gpu={NVIDIA_SMI_FIELDS}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise NoGpuError("nvidia-smi did not answer within 30 s") from exc
-    if proc.returncode != 0:
-        raise NoGpuError("nvidia-smi failed: no usable NVIDIA GPU", log_tail=tail(proc.stdout + proc.stderr))
-    return parse_nvidia_smi(proc.stdout)
+def _reason(vendor: Vendor, index: int, scan: Scan) -> str:
+    if scan.gpus:
+        found = ", ".join(str(gpu.index) for gpu in scan.gpus)
+        return f"no {LABELS[vendor]} GPU with index {index} (found {found})"
+    return scan.problem or f"no {LABELS[vendor]} GPU found"

@@ -12,11 +12,13 @@ from pathlib import Path
 from accordo.build import cached_library, native_library
 from accordo.trace import KernelLaunch, run_traced
 from formulas.base import KernelProfile
+from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
 from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, read_raw_page, run_ncu
 from intelliperf.gpu.ncu_source import kernels_without_line_info
+from intelliperf.gpu.nvidia_metrics import ncu_metrics
 from intelliperf.gpu.profiles import build_profiles, device_from_raw
 from intelliperf.gpu.proton import run_regions
 from intelliperf.settings import Settings, get_settings
@@ -43,7 +45,7 @@ class NvidiaBackend(GpuBackend):
 
     def device(self) -> DeviceInfo:
         if self._device is None:
-            self._device = query_device()
+            self._device = query_device(vendor="nvidia")
         return self._device
 
     def setup_needed(self) -> str | None:
@@ -70,7 +72,7 @@ class NvidiaBackend(GpuBackend):
         *,
         cwd: Path,
         kernels: Sequence[RankedKernel],
-        metrics: Sequence[str],
+        metrics: Sequence[Quantity],
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         ncu = require_tool(self.settings.ncu, purpose="the counter pass", hint=NCU_HINT)
@@ -80,7 +82,7 @@ class NvidiaBackend(GpuBackend):
                 argv,
                 cwd=cwd,
                 kernel_names=[k.name for k in kernels],
-                metrics=metrics,
+                metrics=ncu_metrics(metrics, self.device().arch),
                 workdir=Path(tmp),
                 timeout_s=timeout_s,
             )

@@ -1,4 +1,5 @@
-"""Turn the counter pass's pages into one KernelProfile per kernel."""
+"""Turn the counter pass's pages into one KernelProfile per kernel, in the formulas' terms
+(formulas.quantities, through the NVIDIA table in nvidia_metrics)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from formulas.base import KernelProfile, SourceRow
+from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, RankedKernel
 from intelliperf.gpu.kernel_names import function_name, same_kernel
 from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
@@ -18,6 +20,7 @@ from intelliperf.gpu.ncu_source import (
     parse_cuda_sass_view,
     parse_sass_view,
 )
+from intelliperf.gpu.nvidia_metrics import kernel_quantities, semantic_instruction
 
 __all__ = ["build_profiles", "device_from_raw", "read_sources"]
 
@@ -81,9 +84,13 @@ def build_profiles(
     raw: dict[str, RawKernel] = {}
     for entry in parse_raw_csv(raw_csv):
         raw.setdefault(entry.name, entry)
-    instructions = {
+    parsed = {
         **(parse_sass_view(sass_csv) if sass_csv is not None else {}),
         **instructions_from_cuda_sass(cuda_sass_csv),
+    }
+    instructions = {
+        kernel: {address: semantic_instruction(i) for address, i in by_address.items()}
+        for kernel, by_address in parsed.items()
     }
     structure = parse_cuda_sass_view(cuda_sass_csv)
     source = join_source_views(structure, instructions)
@@ -94,12 +101,14 @@ def build_profiles(
         if entry is None:
             continue
         rows = _rehome(_lookup(source, kernel) or [], resolve)
+        kernel_instructions = tuple((_lookup(instructions, kernel) or {}).values())
+        quantities = kernel_quantities(entry.metrics, kernel_instructions, arch)
         profiles[kernel.name] = KernelProfile(
             name=kernel.name,
             demangled=kernel.demangled,
-            duration_ns=entry.metrics.get("gpu__time_duration.sum", kernel.median_ns),
-            metrics=entry.metrics,
-            instructions=tuple((_lookup(instructions, kernel) or {}).values()),
+            duration_ns=quantities.get(Quantity.KERNEL_TIME_NS, kernel.median_ns),
+            metrics=quantities,
+            instructions=kernel_instructions,
             source=rows,
             source_text=read_sources(rows, resolve),
             launches=kernel.launches,
@@ -132,7 +141,7 @@ def _named(names: set[str], kernel: RankedKernel) -> bool:
 
 
 def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:
-    """The device facts ncu reports (SM count, L2 size) added to what nvidia-smi said."""
+    """The device facts ncu reports (SM count, L2 size) added to what the device probe said."""
     entries = parse_raw_csv(raw_csv)
     metrics = entries[0].metrics
     sm_count = metrics.get("device__attribute_multiprocessor_count")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from accordo.trace import read_trace, summarize
 from formulas.base import KernelProfile
+from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
@@ -58,7 +59,7 @@ class ReplayBackend(GpuBackend):
         *,
         cwd: Path,
         kernels: Sequence[RankedKernel],
-        metrics: Sequence[str],
+        metrics: Sequence[Quantity],
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         return build_profiles(

@@ -1,4 +1,4 @@
-"""Pick the backend: the GPU, or a recorded profile."""
+"""Pick the backend: the vendor's (intelliperf.gpu.registry), or a recorded profile."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from intelliperf.gpu.backend import GpuBackend
 __all__ = ["backend_for"]
 
 
-def backend_for(replay: Path | None = None, *, record: Path | None = None) -> GpuBackend:
+def backend_for(
+    replay: Path | None = None, *, record: Path | None = None, vendor: str = "nvidia"
+) -> GpuBackend:
     if replay is not None:
         from intelliperf.gpu.replay import ReplayBackend
 
         return ReplayBackend(replay)
-    from intelliperf.gpu.nvidia import NvidiaBackend
+    from intelliperf.gpu.registry import backend_class
 
-    return NvidiaBackend(record=record)
+    return backend_class(vendor)(record=record)

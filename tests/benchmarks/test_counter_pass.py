@@ -10,3 +10,29 @@ def test_the_fit_gives_the_cost_of_each_profiled_kernel_and_the_fixed_rest() -> 
     fit = per_kernel_cost(rows)
     assert fit == {"seconds_per_kernel": pytest.approx(0.4), "fixed_seconds": pytest.approx(1.2)}
     assert per_kernel_cost(rows[:1]) is None
+
+
+def test_each_plan_asks_ncu_for_what_it_says(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.counter_pass import plan_commands
+
+    names = ["_Z1av", "_Z1bv", "_Z1cv", "_Z1dv"]
+    commands = plan_commands(names, ["gpu__time_duration.sum", "launch__grid_size"], tmp_path)
+    [one_run] = commands["one_run"]
+    assert "--section" in one_run and "--metrics" in one_run and "--page" in one_run
+    [kernel_level] = commands["kernel_level_only"]
+    assert "--section" not in kernel_level and "--page" not in kernel_level and "--metrics" in kernel_level
+    [source_only] = commands["source_section_only"]
+    assert "--metrics" not in source_only and "--section" in source_only
+    first, second = commands["two_stage_source_for_1"]
+    assert first == kernel_level
+    assert second[second.index("--kernel-id") + 1] == "::regex:^(_Z1av)$:1"
+    assert "--metrics" not in second and "--section" in second
+    three = commands["two_stage_source_for_3"][1]
+    assert three[three.index("--kernel-id") + 1] == "::regex:^(_Z1av|_Z1bv|_Z1cv)$:1"
+    assert "--import-source" not in commands["without_import_source"][0]
+    assert commands["cache_control_none"][0][1:3] == ["--cache-control", "none"]
+    assert commands["application_replay"][0][1:3] == ["--replay-mode", "application"]
+    floor = commands["floor"][0]
+    assert floor[floor.index("--kernel-id") + 1] == "::regex:^(no_kernel_is_named_this)$:1"
+    assert commands["plain"] == [[]]
+    assert all(c[c.index("--clock-control") + 1] == "none" for runs in commands.values() for c in runs if c)

@@ -90,7 +90,7 @@ def test_bank_conflict_evidence_names_the_conflicting_load() -> None:
     diagnosis = next(d for d in report.bottlenecks if d.formula == "bankConflict")
     assert diagnosis.metrics["excess_share"] > 0.8 and diagnosis.metrics["utilization"] > 0.5
     hot = diagnosis.locations[0]
-    assert hot.share > 0.9 and hot.metrics["L1 Wavefronts Shared Excessive"] > 1e7
+    assert hot.share > 0.9 and hot.metrics["excessive shared-memory wavefronts"] > 1e7
     assert "tile[threadIdx.x]" in next(line.text for line in hot.code if line.hot)
 
 
@@ -110,16 +110,18 @@ def test_atom_form_is_counted_where_the_global_atom_counter_is_n_a() -> None:
 def test_a_metric_that_is_n_a_is_never_read_as_0() -> None:
     from dataclasses import replace
 
-    from formulas.atomic_contention import ATOM_INSTRUCTIONS, AtomicContention
+    from formulas.atomic_contention import AtomicContention
     from formulas.branch_divergence import BranchDivergence
+    from formulas.quantities import Quantity
 
     profile = main_profile("work_queue")
-    without = {k: v for k, v in profile.metrics.items() if k not in ATOM_INSTRUCTIONS}
+    returning = Quantity.ATOMIC_INSTRUCTIONS_RETURN
+    without = {k: v for k, v in profile.metrics.items() if k != returning}
     diagnosis = AtomicContention().evaluate(replace(profile, metrics=without))
     assert not diagnosis.decided and not diagnosis.present
-    assert "smsp__sass_inst_executed_op_global_atom.sum" in diagnosis.summary
+    assert returning in diagnosis.summary
     assert "not read as 0" in diagnosis.reasoning
-    ratio = "smsp__thread_inst_executed_per_inst_executed.ratio"
+    ratio = Quantity.ACTIVE_THREADS_PER_INSTRUCTION
     divergent = main_profile("divergent_lanes")
     undecided = BranchDivergence().evaluate(
         replace(divergent, metrics={k: v for k, v in divergent.metrics.items() if k != ratio})

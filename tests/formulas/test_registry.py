@@ -6,6 +6,7 @@ from typing import ClassVar
 import pytest
 
 from formulas.base import Formula, KernelProfile
+from formulas.quantities import Quantity
 from formulas.registry import FormulaRegistrationError, all_formulas, concrete_formula, get, validate
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf.contract import Diagnosis, RankedKernel
@@ -27,7 +28,7 @@ def test_builtin_formulas_registered() -> None:
 
 
 def make_formula(
-    name: str = "myFormula", metrics: tuple[str, ...] = ("gpu__time_duration.sum",)
+    name: str = "myFormula", metrics: tuple[str, ...] = (Quantity.KERNEL_TIME_NS,)
 ) -> type[Formula]:
     class Custom(Formula):
         title = "Custom"
@@ -51,10 +52,12 @@ def make_formula(
     ("name", "metrics", "message"),
     [
         ("bankConflict", ("gpu__time_duration.sum",), "already taken"),
-        ("auto", ("gpu__time_duration.sum",), "already taken"),
-        ("Bad Name", ("gpu__time_duration.sum",), "lowerCamelCase"),
+        ("auto", (Quantity.KERNEL_TIME_NS,), "already taken"),
+        ("Bad Name", (Quantity.KERNEL_TIME_NS,), "lowerCamelCase"),
         ("myFormula", (), "declares no metrics"),
-        ("myFormula", ("not a metric",), "not Nsight Compute metric names"),
+        ("myFormula", ("not a metric",), "must be formulas.quantities.Quantity members"),
+        # a vendor's own counter name: no backend but that vendor's could measure it
+        ("myFormula", ("lts__t_sectors_op_red.max",), "must be formulas.quantities.Quantity members"),
     ],
 )
 def test_registration_is_checked(name: str, metrics: tuple[str, ...], message: str) -> None:
@@ -66,7 +69,7 @@ def test_a_formula_may_read_only_its_memory_units_and_the_source_columns() -> No
     formula = make_formula("unitsOnly", ())
     formula.units = ("L2 cache",)  # type: ignore[misc]
     validate(formula, dict(all_formulas()))
-    assert "lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed" in metrics_for([formula()], "sm_90")
+    assert Quantity.L2_BUSY_PCT in metrics_for([formula()])
 
 
 def test_a_module_must_hold_exactly_one_formula() -> None:
@@ -81,10 +84,10 @@ def test_a_module_must_hold_exactly_one_formula() -> None:
 
 
 def test_metrics_are_the_union_without_duplicates() -> None:
-    metrics = metrics_for(formulas_for("auto"), "sm_90")
+    metrics = metrics_for(formulas_for("auto"))
     assert len(metrics) == len(set(metrics))
-    assert "lts__t_sectors_op_red.max" in metrics and "gpu__time_duration.sum" in metrics
-    assert set(metrics_for(formulas_for("bankConflict"), "sm_90")) < set(metrics)
+    assert Quantity.L2_ATOMICS_BUSIEST_SLICE in metrics and Quantity.KERNEL_TIME_NS in metrics
+    assert set(metrics_for(formulas_for("bankConflict"))) < set(metrics)
 
 
 def kernel(rank: int, name: str) -> RankedKernel:

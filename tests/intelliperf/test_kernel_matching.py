@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from accordo.trace import read_trace, summarize
+from formulas.quantities import Column
 from intelliperf.contract import Application, JobSpec
 from intelliperf.engine.diagnose import run_diagnosis
 from intelliperf.errors import NoLineInfoError
@@ -51,9 +52,7 @@ def test_every_templated_namespaced_and_lambda_kernel_gets_its_lines_and_counter
         for n, text in enumerate((EXAMPLES / "tile_sums" / "tile_sums.cu").read_text().splitlines(), 1)
         if "intelliperf: memoryAccess" in text
     )
-    assert any(
-        r.line == marker and r.get("L2 Theoretical Sectors Global Excessive") > 0 for r in tile32.source
-    )
+    assert any(r.line == marker and r.get(Column.GLOBAL_SECTORS_EXCESS) > 0 for r in tile32.source)
 
 
 def test_the_counter_pass_pages_name_kernels_by_their_mangled_names() -> None:

@@ -5,6 +5,7 @@ run, replayed loops included, lives in the product's own modules."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,4 +100,35 @@ def test_the_worker_does_not_import_the_service() -> None:
         for path in sorted((ROOT / "worker").rglob("*.py"))
         if any(name == "service" or name.startswith("service.") for name in imported_modules(path))
     ]
+    assert offenders == []
+
+
+NVIDIA_MODULES = {
+    "intelliperf/gpu/nvidia.py",
+    "intelliperf/gpu/nvidia_metrics.py",
+    "intelliperf/gpu/nvidia_smi.py",
+    "intelliperf/gpu/ncu.py",
+    "intelliperf/gpu/ncu_raw_page.py",
+    "intelliperf/gpu/ncu_source.py",
+    "intelliperf/gpu/profiles.py",
+}
+"""The NVIDIA backend's modules (and accordo/, CUDA's capture library). Everything else speaks the formulas'
+vendor-neutral quantities (formulas.quantities)."""
+NCU_METRIC = re.compile(r"\b(?:gpu|sm|smsp|lts|l1tex|dram|launch|device)__[a-z0-9_]+")
+SASS_OPCODE = re.compile(r"\b(?:REDG?|ATOMG?|ATOMS|LDG|STG|LDL|STL|STS)\b")
+NVIDIA_TOOL = re.compile(r"nvidia-smi")
+
+
+def test_no_ncu_metric_sass_opcode_or_nvidia_smi_outside_the_nvidia_backend() -> None:
+    """(LDS is not looked for: it is also AMD's name for its shared memory, the Local Data Share.)"""
+    offenders = []
+    for package in ("intelliperf", "worker", "service", "formulas"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative in NVIDIA_MODULES:
+                continue
+            text = path.read_text()
+            found = NCU_METRIC.findall(text) + SASS_OPCODE.findall(text) + NVIDIA_TOOL.findall(text)
+            if found:
+                offenders.append((relative, sorted(set(found))))
     assert offenders == []

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import formulas.atomic_contention as atomic_contention
-import formulas.branch_divergence as branch_divergence
 from formulas.bank_conflict import BankConflict
 from formulas.memory_access import MemoryAccess
+from formulas.quantities import Column
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.ncu import (
@@ -29,6 +28,7 @@ from intelliperf.gpu.ncu import (
     report_reader_dir,
 )
 from intelliperf.gpu.ncu_source import parse_cuda_sass_view
+from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "raw_page_reader"
 
@@ -140,7 +140,7 @@ def test_the_reader_agrees_with_ncus_export_of_the_same_report(example: str) -> 
     reader = parse_raw_csv((FIXTURES / example / "raw.csv").read_text())
     export = parse_raw_csv((FIXTURES / example / "raw_export.csv").read_text())
     assert [k.name for k in reader] == [k.name for k in export]
-    wanted = set(metrics_for(formulas_for("auto"), "sm_90"))
+    wanted = set(ncu_metrics(metrics_for(formulas_for("auto")), "sm_90"))
     for read, exported in zip(reader, export, strict=True):
         assert wanted & set(exported.metrics) <= set(read.metrics)
         for name, value in exported.metrics.items():
@@ -155,16 +155,8 @@ def test_the_source_section_holds_exactly_the_columns_the_formulas_read() -> Non
     """Every column costs the counter pass; warp-stall sampling alone added a replay pass per kernel."""
     section = (SECTION_FOLDER / f"{SOURCE_SECTION}.section").read_text()
     labels = set(re.findall(r'Label: "([^"]+)"', section))
-    read_by_formulas = {
-        atomic_contention.EXECUTED,
-        branch_divergence.THREADS_EXECUTED,
-        *(
-            getattr(f, name)
-            for f in (BankConflict, MemoryAccess)
-            for name in ("excessive_column", "total_column", "ideal_column")
-        ),
-    }
-    assert labels == read_by_formulas
+    assert labels == set(COLUMNS)
+    assert set(COLUMNS.values()) == set(Column)  # every per-instruction column the formulas read
     assert "pcsamp" not in section
     assert re.search(rf'^Identifier: "{SOURCE_SECTION}"$', section, flags=re.MULTILINE)
 
@@ -172,13 +164,13 @@ def test_the_source_section_holds_exactly_the_columns_the_formulas_read() -> Non
 @pytest.mark.parametrize(
     ("page", "columns"),
     [
-        ("raw_page_reader/divergent_lanes", (atomic_contention.EXECUTED, MemoryAccess.excessive_column)),
-        ("raw_page_reader/tile_sums", (branch_divergence.THREADS_EXECUTED, MemoryAccess.ideal_column)),
+        ("raw_page_reader/divergent_lanes", (Column.EXECUTED, MemoryAccess.excessive_column)),
+        ("raw_page_reader/tile_sums", (Column.THREADS_EXECUTED, MemoryAccess.ideal_column)),
         ("transpose_bank/original", (BankConflict.excessive_column, BankConflict.total_column)),
     ],
 )
 def test_the_recorded_source_page_of_our_section_has_those_columns(
-    page: str, columns: tuple[str, ...]
+    page: str, columns: tuple[Column, ...]
 ) -> None:
     """Recorded with our section. ncu leaves out a column no instruction of a kernel contributes to, so the
     shared-memory columns are looked for in a kernel with shared accesses."""
@@ -186,8 +178,9 @@ def test_the_recorded_source_page_of_our_section_has_those_columns(
     assert parse_cuda_sass_view(text), "no kernel on the page"
     header = next(line for line in text.splitlines() if line.startswith('"Line No"'))
     assert '"Warp Stall Sampling (Not-issued Samples)"' not in header  # SourceCounters' column, not ours
+    labels = {column: label for label, column in COLUMNS.items()}
     for column in columns:
-        assert f'"{column}"' in header
+        assert f'"{labels[column]}"' in header
 
 
 def test_the_profiling_run_loads_only_our_section_and_applies_no_rules(tmp_path: Path) -> None:

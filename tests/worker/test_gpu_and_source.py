@@ -15,25 +15,27 @@ from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.source import SourceError, checkout
 
 SMI_TWO_GPUS = """#!/bin/sh
-echo "0, NVIDIA H100 80GB HBM3, 9.0, 81559"
-echo "1, NVIDIA H200, 9.0, 143771"
+echo "0, NVIDIA H100 80GB HBM3, 9.0, 81559, 550.54.15"
+echo "1, NVIDIA H200, 9.0, 143771, 550.54.15"
 """
+NO_GPU = "#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n"
 
 
 def fake_smi(folder: Path, script: str) -> Path:
-    """A stand-in nvidia-smi answering `--query-gpu=index,name,compute_cap,memory.total` as the real one."""
+    """A stand-in nvidia-smi answering `--query-gpu=index,name,compute_cap,memory.total,driver_version` as
+    the real one, beside an amd-smi and a rocm-smi that find no GPU (the probe asks them too)."""
     folder.mkdir(parents=True, exist_ok=True)
-    smi = folder / "nvidia-smi"
-    smi.write_text(script)
-    smi.chmod(0o755)
+    for name, text in (("nvidia-smi", script), ("amd-smi", NO_GPU), ("rocm-smi", NO_GPU)):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
     return folder
 
 
 def test_gpus_are_read_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{fake_smi(tmp_path / 'bin', SMI_TWO_GPUS)}:{os.environ['PATH']}")
     assert detect_gpus() == [
-        GpuInfo(0, "nvidia", "NVIDIA H100 80GB HBM3", "sm_90", 81559 * 2**20),
-        GpuInfo(1, "nvidia", "NVIDIA H200", "sm_90", 143771 * 2**20),
+        GpuInfo(0, "nvidia", "NVIDIA H100 80GB HBM3", "sm_90", 81559 * 2**20, "550.54.15"),
+        GpuInfo(1, "nvidia", "NVIDIA H200", "sm_90", 143771 * 2**20, "550.54.15"),
     ]
     assert queues_for(detect_gpus()[0]) == ["gpu.nvidia.sm90", "gpu.nvidia.any"]
 
@@ -61,7 +63,7 @@ def test_intelliperf_worker_starts_one_solo_process_per_gpu(
         assert env["CUDA_VISIBLE_DEVICES"] == env["INTELLIPERF_WORKER_GPU_INDEX"] == str(index)
     assert worker_commands(["gpu.nvidia.sm90"])[1][0][-3] == "gpu.nvidia.sm90"
     # no GPU, also on a GPU machine whose real nvidia-smi is in /usr/bin: a failing one comes first
-    no_gpu = fake_smi(tmp_path / "no-gpu", "#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n")
+    no_gpu = fake_smi(tmp_path / "no-gpu", NO_GPU)
     monkeypatch.setenv("PATH", f"{no_gpu}:/usr/bin:/bin")
     [(argv, env)] = worker_commands(None)
     assert argv[argv.index("-Q") + 1] == "gpu.nvidia.any" and env["INTELLIPERF_WORKER_NAME"].endswith("-cpu")

@@ -1,0 +1,245 @@
+"""The NVIDIA backend's one table: each quantity, column and instruction kind the formulas read
+(formulas.quantities), as Nsight Compute measures it, per architecture.
+
+Memory units: Nsight Compute's `lts__throughput` and `l1tex__throughput` are each the maximum over many
+sub-unit throughputs, and collecting those breakdowns costs replay passes: on an H100 (ncu 2025.3) the
+formulas' metrics took 12 passes per kernel with them and 8 without, 15 against 11 with the source
+counters, at ~41 ms per pass per kernel. On sm_90 the maximum came, on every one of the 40 example
+kernels measured (originals and fixed versions), from two L1 and four L2 sub-units; their maximum gives
+the same utilization (within 0.05 points on 39 kernels, 0.35 on the 40th) for one pass more than
+without. Architectures not measured read Nsight Compute's breakdown metrics themselves.
+
+Atomics that return the old value: on sm_90 `smsp__inst_executed_op_global_atom.sum` is `n/a`;
+`smsp__sass_inst_executed_op_global_atom.sum` and `smsp__inst_executed_op_generic_atom.sum` count ATOMG
+(GPU.md), and a generic-address ATOM is only in the latter. They count overlapping sets of the same
+instructions, so the largest one that has a value is taken.
+
+Per-instruction counters come from our source section (ncu_sections/IntelliPerfSource.section) under the
+labels of Nsight Compute's SourceCounters section; kernel totals of them are summed here, each
+instruction once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from formulas.base import Instruction
+from formulas.quantities import Column, Kind, Quantity
+
+__all__ = [
+    "COLUMNS",
+    "instruction_kind",
+    "kernel_quantities",
+    "ncu_metrics",
+    "sass_opcode",
+    "semantic_instruction",
+]
+
+_PCT = ".avg.pct_of_peak_sustained_elapsed"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+
+
+@dataclass(frozen=True)
+class Total:
+    """The sum of metrics that must all have a value."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Largest:
+    """The largest of the metrics that have a value (alternatives that count the same thing)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InstructionTotal:
+    """A per-instruction column summed over the kernel's instructions (of ``kinds``, or all)."""
+
+    column: Column
+    kinds: tuple[Kind, ...] = ()
+
+
+Source = Metric | Total | Largest | InstructionTotal
+
+_BUSY_BREAKDOWN: dict[Quantity, Source] = {
+    Quantity.DRAM_BUSY_PCT: Metric("dram__throughput" + _PCT),
+    Quantity.L2_BUSY_PCT: Metric("lts__throughput" + _PCT),
+    Quantity.L1_BUSY_PCT: Metric("l1tex__throughput" + _PCT),
+}
+
+_BUSY_BY_ARCH: dict[str, dict[Quantity, Source]] = {
+    "sm_90": {
+        Quantity.DRAM_BUSY_PCT: Metric("dram__throughput" + _PCT),
+        Quantity.L2_BUSY_PCT: Largest(
+            tuple(
+                name + _PCT
+                for name in (
+                    "lts__ltcfabric2ltc_cycles_active",
+                    "lts__xbar2lts_cycles_active",
+                    "lts__t_tag_requests",
+                    "lts__lts2xbar_cycles_active_realtime",
+                )
+            )
+        ),
+        Quantity.L1_BUSY_PCT: Largest(
+            tuple(
+                name + _PCT
+                for name in ("l1tex__m_l1tex2xbar_req_cycles_active", "l1tex__data_pipe_lsu_wavefronts")
+            )
+        ),
+    },
+}
+
+_QUANTITIES: dict[Quantity, Source] = {
+    Quantity.KERNEL_TIME_NS: Metric("gpu__time_duration.sum"),
+    Quantity.GRID_SIZE: Metric("launch__grid_size"),
+    Quantity.BLOCK_SIZE: Metric("launch__block_size"),
+    Quantity.SHARED_PIPE_BUSY_PCT: Metric(
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed"
+    ),
+    Quantity.SHARED_ACCESS_UNITS: InstructionTotal(Column.SHARED_ACCESS_UNITS),
+    Quantity.SHARED_ACCESS_UNITS_IDEAL: InstructionTotal(Column.SHARED_ACCESS_UNITS_IDEAL),
+    Quantity.SHARED_ACCESS_UNITS_EXCESS: InstructionTotal(Column.SHARED_ACCESS_UNITS_EXCESS),
+    Quantity.GLOBAL_SECTORS: InstructionTotal(Column.GLOBAL_SECTORS),
+    Quantity.GLOBAL_SECTORS_IDEAL: InstructionTotal(Column.GLOBAL_SECTORS_IDEAL),
+    Quantity.GLOBAL_SECTORS_EXCESS: InstructionTotal(Column.GLOBAL_SECTORS_EXCESS),
+    Quantity.GLOBAL_LOAD_SECTORS_IDEAL: InstructionTotal(Column.GLOBAL_SECTORS_IDEAL, (Kind.GLOBAL_LOAD,)),
+    Quantity.L2_SECTORS_READ_BY_L1: Metric("lts__t_sectors_srcunit_tex_op_read.sum"),
+    Quantity.DRAM_SECTORS_READ: Metric("dram__sectors_read.sum"),
+    Quantity.L1_LOAD_HIT_PCT: Metric("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"),
+    Quantity.L2_READ_HIT_PCT: Metric("lts__t_sector_op_read_hit_rate.pct"),
+    Quantity.BYTES_USED_PER_SECTOR_PCT: Metric(
+        "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
+    ),
+    Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN: Metric("smsp__inst_executed_op_global_red.sum"),
+    Quantity.ATOMIC_INSTRUCTIONS_RETURN: Largest(
+        (
+            "smsp__inst_executed_op_global_atom.sum",
+            "smsp__sass_inst_executed_op_global_atom.sum",
+            "smsp__inst_executed_op_generic_atom.sum",
+        )
+    ),
+    Quantity.L2_ATOMICS_BUSIEST_SLICE: Total(("lts__t_sectors_op_red.max", "lts__t_sectors_op_atom.max")),
+    Quantity.L2_ATOMICS_MEAN_SLICE: Total(("lts__t_sectors_op_red.avg", "lts__t_sectors_op_atom.avg")),
+    Quantity.LOCAL_BYTES_LOADED: Metric("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"),
+    Quantity.LOCAL_BYTES_STORED: Metric("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
+    Quantity.GLOBAL_BYTES_LOADED: Metric("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum"),
+    Quantity.GLOBAL_BYTES_STORED: Metric("l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"),
+    Quantity.REGISTERS_PER_THREAD: Metric("launch__registers_per_thread"),
+    Quantity.BLOCKS_PER_SM_BY_REGISTERS: Metric("launch__occupancy_limit_registers"),
+    Quantity.ACHIEVED_OCCUPANCY_PCT: Metric("sm__warps_active.avg.pct_of_peak_sustained_active"),
+    Quantity.WARP_INSTRUCTIONS: InstructionTotal(Column.EXECUTED),
+    Quantity.THREAD_INSTRUCTIONS: InstructionTotal(Column.THREADS_EXECUTED),
+    Quantity.ACTIVE_THREADS_PER_INSTRUCTION: Metric("smsp__thread_inst_executed_per_inst_executed.ratio"),
+    Quantity.ISSUE_BUSY_PCT: Metric("smsp__issue_active.avg.pct_of_peak_sustained_active"),
+}
+
+COLUMNS: dict[str, Column] = {
+    "Instructions Executed": Column.EXECUTED,
+    "Thread Instructions Executed": Column.THREADS_EXECUTED,
+    "L1 Wavefronts Shared": Column.SHARED_ACCESS_UNITS,
+    "L1 Wavefronts Shared Ideal": Column.SHARED_ACCESS_UNITS_IDEAL,
+    "L1 Wavefronts Shared Excessive": Column.SHARED_ACCESS_UNITS_EXCESS,
+    "L2 Theoretical Sectors Global": Column.GLOBAL_SECTORS,
+    "L2 Theoretical Sectors Global Ideal": Column.GLOBAL_SECTORS_IDEAL,
+    "L2 Theoretical Sectors Global Excessive": Column.GLOBAL_SECTORS_EXCESS,
+}
+"""Source-page column (as ncu_sections/IntelliPerfSource.section labels it) -> per-instruction column."""
+
+
+def _source(quantity: Quantity, arch: str) -> Source:
+    if quantity in _BUSY_BREAKDOWN:
+        return _BUSY_BY_ARCH.get(arch, _BUSY_BREAKDOWN)[quantity]
+    try:
+        return _QUANTITIES[quantity]
+    except KeyError:
+        raise ValueError(f"the NVIDIA backend has no Nsight Compute metric for {quantity!r}") from None
+
+
+def ncu_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
+    """The kernel-level Nsight Compute metrics that measure ``quantities`` on ``arch`` (per-instruction
+    totals come from the source section, which the counter pass always collects)."""
+    names: dict[str, None] = {}
+    for quantity in quantities:
+        source = _source(quantity, arch)
+        if isinstance(source, Metric):
+            names[source.name] = None
+        elif isinstance(source, Total | Largest):
+            names.update(dict.fromkeys(source.names))
+    return list(names)
+
+
+def kernel_quantities(
+    metrics: Mapping[str, float], instructions: Sequence[Instruction], arch: str
+) -> dict[str, float]:
+    """Every quantity the table can give from one kernel's raw metrics and its (semantic) instructions;
+    a quantity whose metrics have no value, or that needs instructions the kernel has none of, is left
+    out."""
+    found: dict[str, float] = {}
+    for quantity in Quantity:
+        value = _value(_source(quantity, arch), metrics, instructions)
+        if value is not None:
+            found[quantity.value] = value
+    return found
+
+
+def _value(source: Source, metrics: Mapping[str, float], instructions: Sequence[Instruction]) -> float | None:
+    if isinstance(source, Metric):
+        return _number(metrics, source.name)
+    if isinstance(source, Total):
+        values = [_number(metrics, name) for name in source.names]
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+    if isinstance(source, Largest):
+        present = [v for name in source.names if (v := _number(metrics, name)) is not None]
+        return max(present) if present else None
+    if not instructions:
+        return None
+    return sum(
+        i.metrics.get(source.column, 0.0) for i in instructions if not source.kinds or i.kind in source.kinds
+    )
+
+
+def _number(metrics: Mapping[str, float], name: str) -> float | None:
+    value = metrics.get(name)
+    if value is None or value != value:  # absent or NaN (`n/a`)
+        return None
+    return float(value)
+
+
+def sass_opcode(sass: str) -> str:
+    """The opcode of a SASS instruction's text, past any predicate guard (`@P0 REDG.E.ADD ...`)."""
+    text = sass.split(None, 1)
+    if text and text[0].startswith("@"):
+        text = text[1].split(None, 1) if len(text) > 1 else []
+    return text[0] if text else ""
+
+
+def instruction_kind(sass: str) -> Kind:
+    """What a SASS instruction does, as far as the formulas care."""
+    opcode = sass_opcode(sass)
+    if opcode.startswith(("ATOMS", "LDS", "STS")):
+        return Kind.SHARED_ACCESS
+    if opcode.startswith(("ATOMG", "ATOM", "RED")) and not opcode.startswith("REDUX"):
+        return Kind.GLOBAL_ATOMIC
+    if opcode.startswith("LDG"):
+        return Kind.GLOBAL_LOAD
+    if opcode.startswith("STG"):
+        return Kind.GLOBAL_STORE
+    if opcode.startswith("LDL"):
+        return Kind.LOCAL_LOAD
+    if opcode.startswith("STL"):
+        return Kind.LOCAL_STORE
+    return Kind.OTHER
+
+
+def semantic_instruction(instruction: Instruction) -> Instruction:
+    """A parsed source-page instruction in the formulas' terms: its columns renamed, its kind set."""
+    metrics = {COLUMNS[name]: value for name, value in instruction.metrics.items() if name in COLUMNS}
+    return replace(instruction, metrics=metrics, kind=instruction_kind(instruction.sass))

@@ -1,0 +1,187 @@
+"""The AMD backend: the same formulas, fed by rocprofv3 counters through the AMD table, decide as they do
+from Nsight Compute recordings. rocprofv3 is a stand-in serving hand-made fixtures built from its documented
+format (tests/fixtures/amd/rocprofv3/README.md): this is the AMD path as far as it can run without AMD
+hardware, which it has not run on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from formulas.quantities import Quantity
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract import DeviceInfo, JobSpec
+from intelliperf.engine.job import check_optimizable
+from intelliperf.errors import ProfileError, SpecError
+from intelliperf.gpu.amd import AmdBackend
+from intelliperf.gpu.amd_counters import COUNTER_GROUPS, counters_for, kernel_quantities
+from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.nvidia import NvidiaBackend
+from intelliperf.gpu.registry import backend_class, vendors
+from tests.recorded import main_profile
+from tests.support.fake_rocprof import install_fake_rocprofv3
+
+MI300X = DeviceInfo(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", sm_count=304, warp_size=64)
+LDS = "lds_transpose(float*, float const*)"
+SCATTER = "scatter_add(float*, int const*, float const*, int)"
+SAXPY = "saxpy(int, float, float const*, float*)"
+
+
+def verdicts(profile) -> dict[str, tuple[bool, bool]]:  # type: ignore[no-untyped-def]
+    """formula -> (decided, present)."""
+    return {f.name: ((d := f.evaluate(profile)).decided, d.present) for f in formulas_for("auto")}
+
+
+@pytest.fixture
+def amd_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    log = install_fake_rocprofv3(tmp_path, monkeypatch)
+    backend = AmdBackend(device=MI300X, record=tmp_path / "record")
+    timing = backend.time_kernels(["true"], cwd=tmp_path, timeout_s=60)
+    kernels = rank_kernels(timing.kernels)
+    profiles = backend.collect(
+        ["true"], cwd=tmp_path, kernels=kernels, metrics=metrics_for(formulas_for("auto")), timeout_s=60
+    )
+    return {"profiles": profiles, "kernels": kernels, "log": log, "record": tmp_path / "record"}
+
+
+def test_the_same_formulas_decide_the_same_way_from_nvidia_recordings_and_amd_counter_tables(
+    amd_profiles: dict,
+) -> None:
+    profiles = amd_profiles["profiles"]
+    nvidia_conflicts, amd_conflicts = verdicts(main_profile("transpose_bank")), verdicts(profiles[LDS])
+    assert nvidia_conflicts["bankConflict"] == amd_conflicts["bankConflict"] == (True, True)
+    nvidia_divergent, amd_divergent = verdicts(main_profile("divergent_lanes")), verdicts(profiles[SCATTER])
+    assert nvidia_divergent["branchDivergence"] == amd_divergent["branchDivergence"] == (True, True)
+    nvidia_clean, amd_clean = verdicts(main_profile("clean_saxpy")), verdicts(profiles[SAXPY])
+    for formula in ("bankConflict", "branchDivergence"):
+        assert nvidia_clean[formula] == amd_clean[formula] == (True, False)
+    assert not any(present for _, present in amd_clean.values())
+
+
+def test_what_amd_cannot_measure_yet_is_undecided_and_named_never_zero(amd_profiles: dict) -> None:
+    lds = amd_profiles["profiles"][LDS]
+    by_name = {f.name: f.evaluate(lds) for f in formulas_for("auto")}
+    for name in ("memoryAccess", "registerPressure", "memoryLocality", "atomicContention"):
+        assert not by_name[name].decided and not by_name[name].present, name
+    assert Quantity.GLOBAL_SECTORS in by_name["memoryAccess"].summary
+    assert "l2_atomics_busiest_slice" in by_name["atomicContention"].summary
+    assert Quantity.GLOBAL_SECTORS not in lds.metrics and Quantity.LOCAL_BYTES_LOADED not in lds.metrics
+
+
+def test_amd_quantities_follow_the_documented_expressions(amd_profiles: dict) -> None:
+    """From the fixture's first dispatch of lds_transpose: LDS active 4,194,304 cycles, 2,097,152 of them in
+    bank conflicts; GPU busy 112,350 cycles on 304 CUs; lane counts from SQ_THREAD_CYCLES_VALU."""
+    lds, scatter = amd_profiles["profiles"][LDS].metrics, amd_profiles["profiles"][SCATTER].metrics
+    assert (
+        lds[Quantity.SHARED_ACCESS_UNITS] == 4194304 and lds[Quantity.SHARED_ACCESS_UNITS_EXCESS] == 2097152
+    )
+    assert lds[Quantity.SHARED_ACCESS_UNITS_IDEAL] == 4194304 - 2097152
+    assert lds[Quantity.SHARED_PIPE_BUSY_PCT] == pytest.approx(100 * 4194304 / (112350 * 304))
+    assert lds[Quantity.ACTIVE_THREADS_PER_INSTRUCTION] == pytest.approx(64)
+    assert scatter[Quantity.ACTIVE_THREADS_PER_INSTRUCTION] == pytest.approx(20)
+    assert scatter[Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN] == 16384
+    assert lds[Quantity.BLOCK_SIZE] == 32 * 8 and lds[Quantity.GRID_SIZE] == (4096 * 1024) / (32 * 8)
+    assert lds[Quantity.REGISTERS_PER_THREAD] == 16
+    assert lds[Quantity.KERNEL_TIME_NS] == 51000  # the median of its four dispatches
+
+
+def test_the_counter_pass_runs_one_rocprofv3_pass_per_needed_group_on_the_top_kernels(
+    amd_profiles: dict,
+) -> None:
+    calls = [json.loads(line) for line in amd_profiles["log"].read_text().splitlines()]
+    assert "--kernel-trace" in calls[0]
+    passes = [c for c in calls if "--pmc" in c]
+    assert len(passes) == len(COUNTER_GROUPS)
+    assert all(c[c.index("--kernel-iteration-range") + 1] == "[1]" for c in passes)
+    assert (amd_profiles["record"] / "trace").is_dir() and (amd_profiles["record"] / "counters").is_dir()
+    assert counters_for([Quantity.SHARED_PIPE_BUSY_PCT]) == [COUNTER_GROUPS[0]]
+    assert counters_for([Quantity.GLOBAL_SECTORS]) == []
+
+
+def test_a_quantity_whose_counters_are_missing_is_left_out() -> None:
+    found = kernel_quantities({"SQ_LDS_IDX_ACTIVE": 10.0}, MI300X)
+    assert found == {Quantity.SHARED_ACCESS_UNITS: 10.0}
+    without_cus = kernel_quantities(
+        {"SQ_LDS_IDX_ACTIVE": 10.0, "GRBM_GUI_ACTIVE": 5.0}, MI300X.model_copy(update={"sm_count": None})
+    )
+    assert Quantity.SHARED_PIPE_BUSY_PCT not in without_cus
+
+
+def test_an_architecture_without_a_counter_table_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_fake_rocprofv3(tmp_path, monkeypatch)
+    backend = AmdBackend(device=MI300X.model_copy(update={"arch": "gfx1100"}))
+    kernels = rank_kernels(backend.time_kernels(["true"], cwd=tmp_path, timeout_s=60).kernels)
+    with pytest.raises(ProfileError, match="no counter table for gfx1100"):
+        backend.collect(
+            ["true"], cwd=tmp_path, kernels=kernels, metrics=[Quantity.SHARED_ACCESS_UNITS], timeout_s=60
+        )
+
+
+def test_backends_are_found_by_vendor() -> None:
+    assert backend_class("nvidia") is NvidiaBackend and backend_class("amd") is AmdBackend
+    assert {"nvidia", "amd"} <= set(vendors())
+    with pytest.raises(SpecError, match="no GPU backend for vendor 'intel'"):
+        backend_class("intel")
+
+
+def test_an_amd_optimization_needs_the_projects_tests_as_its_judge() -> None:
+    spec = JobSpec.model_validate(
+        {"applications": [{"command": ["./app"]}], "build_command": "make", "gpu": {"vendor": "amd"}}
+    )
+    with pytest.raises(SpecError, match="--unittest_command"):
+        check_optimizable(spec)
+    check_optimizable(spec.model_copy(update={"unittest_command": "make test"}))
+    check_optimizable(spec.model_copy(update={"formula": "diagnoseOnly"}))
+    check_optimizable(spec.model_copy(update={"gpu": spec.gpu.model_copy(update={"vendor": "nvidia"})}))
+
+
+def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Path) -> None:
+    """The CLI as a user runs it on a node whose only GPU tools are amd-smi and rocprofv3 (stand-ins
+    serving the documented formats): the one probe finds the MI300X, the vendor's backend is chosen
+    without being asked for, and the report holds the AMD table's verdicts."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.fake_rocprof import FAKE_ROCPROFV3, ROCPROF_FIXTURES
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "amd" / "smi" / "amd_smi_static_mi300x.json"
+    ).read_text()
+    for name, text in (
+        ("rocprofv3", FAKE_ROCPROFV3),
+        ("amd-smi", f"#!{sys.executable}\nimport sys\nsys.stdout.write({smi!r})\n"),
+    ):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
+    env.update(
+        PATH=str(bin_dir),
+        FAKE_ROCPROF_FIXTURES=str(ROCPROF_FIXTURES),
+        FAKE_ROCPROF_LOG=str(tmp_path / "calls.jsonl"),
+    )
+    report_file = tmp_path / "report.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(tmp_path),
+         "-o", str(report_file), "--", sys.executable, "-c", "pass"],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "rocprofv3 --kernel-trace" in run.stderr and "rocprofv3 on 3 kernel(s)" in run.stderr
+    report = json.loads(report_file.read_text())
+    assert report["device"]["vendor"] == "amd" and report["device"]["arch"] == "gfx942"
+    present = {(d["kernel"], d["formula"]) for d in report["diagnoses"] if d["present"]}
+    assert present == {(SCATTER, "branchDivergence"), (LDS, "bankConflict")}
+    assert any("rocprofv3 counts per kernel" in w for w in report["warnings"])
+    assert not any("Nsight Compute" in w for w in report["warnings"])
+    optimize = subprocess.run(
+        [sys.executable, "-m", "intelliperf", "run", "-b", "make", "-p", str(tmp_path), "--", "./app"],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert optimize.returncode == SpecError.exit_code and "--unittest_command" in optimize.stderr

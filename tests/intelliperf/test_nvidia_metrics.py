@@ -1,0 +1,113 @@
+"""The NVIDIA backend's table: quantities as Nsight Compute metrics per architecture, columns, kinds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from formulas.base import Instruction
+from formulas.quantities import Column, Kind, Quantity
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.gpu.nvidia_metrics import (
+    instruction_kind,
+    kernel_quantities,
+    ncu_metrics,
+    semantic_instruction,
+)
+
+PCT = ".avg.pct_of_peak_sustained_elapsed"
+
+
+def test_sm90_reads_the_busiest_sub_unit_and_other_architectures_the_breakdown_metric() -> None:
+    raw = {
+        "lts__ltcfabric2ltc_cycles_active" + PCT: 69.0,
+        "lts__t_tag_requests" + PCT: 26.9,
+        "lts__throughput" + PCT: 55.0,
+    }
+    assert kernel_quantities(raw, (), "sm_90")[Quantity.L2_BUSY_PCT] == pytest.approx(69.0)
+    assert kernel_quantities(raw, (), "sm_80")[Quantity.L2_BUSY_PCT] == pytest.approx(55.0)
+    assert Quantity.L1_BUSY_PCT not in kernel_quantities(raw, (), "sm_90")  # no L1 metric: unknown
+
+
+def test_the_counter_pass_asks_for_the_architectures_metrics() -> None:
+    wanted = metrics_for(formulas_for("auto"))
+    on_hopper = ncu_metrics(wanted, "sm_90")
+    assert "lts__xbar2lts_cycles_active" + PCT in on_hopper
+    assert "lts__throughput" + PCT not in on_hopper and "l1tex__throughput" + PCT not in on_hopper
+    elsewhere = ncu_metrics(wanted, "sm_89")
+    assert "lts__throughput" + PCT in elsewhere and "lts__xbar2lts_cycles_active" + PCT not in elsewhere
+    assert "dram__throughput" + PCT not in ncu_metrics(metrics_for(formulas_for("bankConflict")), "sm_90")
+    assert len(on_hopper) == len(set(on_hopper))
+
+
+def test_n_a_is_absent_alternatives_take_the_largest_and_sums_need_every_part() -> None:
+    raw = {
+        "smsp__inst_executed_op_global_atom.sum": math.nan,  # n/a on sm_90
+        "smsp__sass_inst_executed_op_global_atom.sum": 40.0,
+        "smsp__inst_executed_op_generic_atom.sum": 41.0,
+        "lts__t_sectors_op_red.max": 100.0,
+        "lts__t_sectors_op_atom.max": 5.0,
+        "lts__t_sectors_op_red.avg": 2.0,
+        "smsp__inst_executed_op_global_red.sum": math.nan,
+    }
+    found = kernel_quantities(raw, (), "sm_90")
+    assert found[Quantity.ATOMIC_INSTRUCTIONS_RETURN] == 41.0
+    assert found[Quantity.L2_ATOMICS_BUSIEST_SLICE] == 105.0
+    assert Quantity.L2_ATOMICS_MEAN_SLICE not in found  # one part missing: no sum
+    assert Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN not in found  # n/a is not 0
+
+
+def test_instruction_totals_need_instructions_and_count_a_missing_column_as_none_of_it() -> None:
+    load = semantic_instruction(
+        Instruction(
+            "0x10",
+            "@P0 LDG.E.64 R2, desc[UR4][R2.64]",
+            {
+                "Instructions Executed": 8.0,
+                "L2 Theoretical Sectors Global Ideal": 16.0,
+                "L2 Theoretical Sectors Global": 64.0,
+            },
+        )
+    )
+    store = semantic_instruction(
+        Instruction(
+            "0x20",
+            "STG.E [R4], R6",
+            {"Instructions Executed": 8.0, "L2 Theoretical Sectors Global Ideal": 8.0},
+        )
+    )
+    assert load.kind is Kind.GLOBAL_LOAD and store.kind is Kind.GLOBAL_STORE
+    assert load.metrics == {
+        Column.EXECUTED: 8.0,
+        Column.GLOBAL_SECTORS_IDEAL: 16.0,
+        Column.GLOBAL_SECTORS: 64.0,
+    }
+    found = kernel_quantities({}, (load, store), "sm_90")
+    assert found[Quantity.GLOBAL_SECTORS_IDEAL] == 24.0
+    assert found[Quantity.GLOBAL_LOAD_SECTORS_IDEAL] == 16.0
+    assert found[Quantity.GLOBAL_SECTORS] == 64.0
+    assert found[Quantity.SHARED_ACCESS_UNITS_EXCESS] == 0.0
+    assert Quantity.GLOBAL_SECTORS not in kernel_quantities({}, (), "sm_90")
+
+
+@pytest.mark.parametrize(
+    ("sass", "kind"),
+    [
+        ("@P0 REDG.E.ADD.F32.FTZ.RN.STRONG.GPU [R2.64], R5", Kind.GLOBAL_ATOMIC),
+        ("ATOMG.E.ADD.STRONG.GPU PT, R4, [R2.64], R5", Kind.GLOBAL_ATOMIC),
+        ("ATOM.E.ADD.STRONG.GPU PT, R4, [R2.64], R5", Kind.GLOBAL_ATOMIC),
+        ("ATOMS.ADD R4, [R2], R5", Kind.SHARED_ACCESS),
+        ("REDUX.SUM UR4, R2", Kind.OTHER),
+        ("LDS R5, [R2]", Kind.SHARED_ACCESS),
+        ("LDL R5, [R1+0x10]", Kind.LOCAL_LOAD),
+        ("STL [R1+0x10], R5", Kind.LOCAL_STORE),
+        ("FFMA R1, R2, R3, R4", Kind.OTHER),
+    ],
+)
+def test_instruction_kinds_from_sass(sass: str, kind: Kind) -> None:
+    assert instruction_kind(sass) is kind
+
+
+def test_every_quantity_has_a_source_on_hopper() -> None:
+    assert ncu_metrics(list(Quantity), "sm_90")
