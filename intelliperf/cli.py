@@ -54,6 +54,7 @@ def _spec_from_options(
     in_place: bool,
     unittest_command: str | None = None,
     gpu_vendor: str = "nvidia",
+    compare_files: list[str] | None = None,
 ) -> JobSpec:
     if not command:
         raise SpecError("no application given: put its command after `--`, e.g. `-- ./bin/app arg`")
@@ -63,7 +64,7 @@ def _spec_from_options(
             project_directory=str(project_directory),
             build_command=build_command,
             instrument_command=instrument_command,
-            applications=[Application(command=command)],
+            applications=[Application(command=command, output_files=compare_files or [])],
             formula=formula,
             kernel=kernel,
             top_n=top_n,
@@ -177,6 +178,14 @@ def run(
         Path | None,
         typer.Option("--replay", help="Use a profile recorded on a GPU machine instead of the GPU"),
     ] = None,
+    compare_file: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare_file",
+            help="A file the application writes (relative to the project), compared between the original "
+            "and each rewrite with Accordo's tolerances, beside --unittest_command's verdict (repeatable)",
+        ),
+    ] = None,
     gpu_vendor: Annotated[
         str | None,
         typer.Option(
@@ -204,6 +213,7 @@ def run(
             in_place=in_place,
             unittest_command=unittest_command,
             gpu_vendor=gpu_vendor or (_local_vendor() if replay is None else "nvidia"),
+            compare_files=compare_file,
         )
         check_writable(output_file, "-o/--output_file")
         check_writable(summary_file, "--summary_file")

@@ -96,6 +96,19 @@ class Application(_Strict):
     formula: FormulaName | None = None
     kernel: KernelRegex | None = None
     top_n: int | None = Field(default=None, ge=1, le=100)
+    output_files: list[str] = Field(
+        default_factory=list,
+        description="Files the application writes (relative to the project), compared between the original "
+        "and a rewrite with Accordo's numeric tolerance model, beside the unittest command's verdict",
+    )
+
+    @field_validator("output_files")
+    @classmethod
+    def _outputs_inside_the_project(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"output file {path!r} must be a path inside the project, without '..'")
+        return paths
 
     @field_validator("command", mode="before")
     @classmethod
@@ -249,6 +262,15 @@ class JobSpec(_Strict):
         if not lifted:
             return data
         return {**data, **lifted, "applications": [app.model_copy(update=dict.fromkeys(lifted))]}
+
+    @model_validator(mode="after")
+    def _outputs_need_the_unittest_judge(self) -> JobSpec:
+        if not self.unittest_command and any(app.output_files for app in self.applications):
+            raise ValueError(
+                "output_files are compared by the project-tests judge: give unittest_command as well "
+                "(Accordo already compares every buffer the kernel writes)"
+            )
+        return self
 
     @field_validator("project_directory")
     @classmethod

@@ -12,6 +12,7 @@ from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
 from intelliperf.engine.build import run_build
+from intelliperf.engine.kernel_source import with_kernel_location
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
@@ -124,8 +125,8 @@ def _diagnose_kernels(
     that needs per-instruction counters it lacks says it could not decide (never reads them as 0)."""
     if not backend.source_lines:
         warnings.append(
-            f"{backend.profiler} counts per kernel, not per instruction: kernels are diagnosed without "
-            "source lines"
+            f"{backend.profiler} counts per kernel, not per instruction: a bottleneck points at its kernel's "
+            "definition, not at the lines that cause it"
         )
         return [formula.evaluate(profiles[k.name]) for k in top if k.name in profiles for formula in formulas]
     with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
@@ -246,12 +247,16 @@ def diagnose_in(
     if not profiles:
         raise ProfileError(
             f"{backend.profiler}'s report holds none of the top kernels",
-            hint="kernels profiled by ncu could not be matched to the traced ones; rerun with -k",
+            hint=f"the kernels {backend.profiler} profiled could not be matched to the traced ones; use -k",
         )
     device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
     progress.done("counters", f"{counters_s:.1f} s")
     progress.start("diagnose", ", ".join(f.name for f in formulas))
-    diagnoses = project_relative(_diagnose_kernels(formulas, top, profiles, warnings, backend), ws, project)
+    diagnoses = _diagnose_kernels(formulas, top, profiles, warnings, backend)
+    if not backend.source_lines:  # per-kernel counters: point at the kernel's definition where it is found
+        demangled = {k.name: k.demangled for k in top}
+        diagnoses = [with_kernel_location(d, ws, demangled.get(d.kernel, d.kernel)) for d in diagnoses]
+    diagnoses = project_relative(diagnoses, ws, project)
     selection = select(spec.formula, shown, diagnoses)
     found = sum(d.present for d in diagnoses)
     progress.done("diagnose", f"{found} bottleneck(s) found")

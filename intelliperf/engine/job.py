@@ -37,7 +37,12 @@ def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
     """Accordo, or the project's own tests when the spec gives a unittest command."""
     if spec.unittest_command:
         return UnittestJudge(
-            target.kernel, target.command, spec.unittest_command, reference_dir, options_for(spec)
+            target.kernel,
+            target.command,
+            spec.unittest_command,
+            reference_dir,
+            options_for(spec),
+            output_files=spec.applications[0].output_files,
         )
     return AccordoJudge(target.kernel.name, target.command, reference_dir, options_for(spec))
 

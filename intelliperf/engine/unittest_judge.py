@@ -4,7 +4,10 @@ Accordo compares a kernel's buffers launch by launch, so a rewrite that changes 
 the host code and the kernel's inputs) is rightly an ``input_mismatch`` there. With a unittest command the
 candidate tree is correct when that command exits 0 in it (its output is the reason when it does not), and
 the speedup is the application's kernel time for the same kernel *function* in reference and candidate runs
-(interleaved, as Accordo times; the signature, and so the mangled name, may change).
+(interleaved, as Accordo times; the signature, and so the mangled name, may change). Files the application
+writes (``applications[].output_files``) are compared too, with Accordo's tolerance model
+(intelliperf.engine.output_files): the original is run ``calibration_runs`` times (up to ``noise_runs``
+when those disagree) once, each candidate once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from accordo.speedup import measure_speedup
 from accordo.trace import run_traced
 from accordo.validate import ValidationOptions
 from intelliperf.contract import RankedKernel, Speedup, ValidationResult
+from intelliperf.engine.output_files import compare_file, disagree, snapshot
 from intelliperf.errors import ProfileError, SpecError, tail
 from intelliperf.gpu.backend import rank_kernels
 from intelliperf.gpu.kernel_names import function_name
@@ -36,6 +40,10 @@ def function_regex(demangled: str) -> str:
     return rf"^(?:_Z(?:N\w*?)?{len(name)}{re.escape(name)}|{re.escape(name)}$)"
 
 
+class _AppRunError(Exception):
+    pass
+
+
 class UnittestJudge:
     """Judges the candidate tree by ``test_command`` (a shell command run in the tree's project folder)."""
 
@@ -48,14 +56,17 @@ class UnittestJudge:
         test_command: str,
         reference_dir: Path,
         options: ValidationOptions,
+        output_files: Sequence[str] = (),
     ) -> None:
         self.kernel = kernel
         self.command = list(command)
         self.test_command = test_command
         self.reference_dir = reference_dir
         self.options = options
+        self.output_files = list(output_files)
         self.pattern = function_regex(kernel.demangled)
         self._prepared = False
+        self._reference_outputs: list[dict] = []
 
     def _run_tests(self, tree: Path) -> tuple[bool, str]:
         done = run_process(self.test_command, cwd=tree, timeout_s=self.options.timeout_s, shell=True)
@@ -76,19 +87,80 @@ class UnittestJudge:
                 f"the unittest command fails on the unchanged project, so it cannot judge a rewrite: {why}",
                 hint="give a --unittest_command that passes before any change (run it in the project folder)",
             )
+        if self.output_files:
+            self._reference_outputs = self._calibrate(say)
         self._prepared = True
+
+    def _run_app(self, tree: Path) -> dict:
+        """One run of the application in ``tree`` and the numbers of the files it wrote (stale copies are
+        removed first); AppRunError with the reason when it fails or writes no such file."""
+        for name in self.output_files:
+            (tree / name).unlink(missing_ok=True)
+        done = run_process(self.command, cwd=tree, timeout_s=self.options.timeout_s)
+        if not done.ok:
+            how = describe_exit(done.returncode, done.timed_out, self.options.timeout_s)
+            raise _AppRunError(f"the application {how}:\n{tail(done.output, OUTPUT_TAIL)}")
+        try:
+            return snapshot(tree, self.output_files)
+        except (FileNotFoundError, ValueError) as error:
+            raise _AppRunError(str(error)) from None
+
+    def _calibrate(self, say: Say) -> list[dict]:
+        runs = self.options.calibration_runs
+        say(f"running the original {runs} times for its output files: {', '.join(self.output_files)}")
+        try:
+            outputs = [self._run_app(self.reference_dir) for _ in range(runs)]
+            if disagree(outputs) and self.options.noise_runs > runs:
+                say(f"its runs disagree: {self.options.noise_runs} runs in all to measure their noise")
+                outputs += [self._run_app(self.reference_dir) for _ in range(self.options.noise_runs - runs)]
+        except _AppRunError as error:
+            raise SpecError(f"the output files cannot be compared: on the original, {error}") from None
+        return outputs
 
     def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
         self.prepare(say)
         say(f"running the project's tests: {self.test_command}")
         passed, why = self._run_tests(candidate_dir)
-        return ValidationResult(
-            kernel=self.kernel.name,
-            passed=passed,
-            reason=None if passed else f"the project's tests fail on the rewrite: {why}",
-            failure=None if passed else "tests_failed",
-            judge="unittest",
+        if not passed:
+            return self._verdict(f"the project's tests fail on the rewrite: {why}", "tests_failed")
+        if self.output_files:
+            return self._compare_outputs(candidate_dir, say)
+        return self._verdict(None, None)
+
+    def _verdict(self, reason: str | None, failure: str | None) -> ValidationResult:
+        return ValidationResult.model_validate(
+            {
+                "kernel": self.kernel.name,
+                "passed": reason is None,
+                "reason": reason,
+                "failure": failure,
+                "judge": "unittest",
+            }
         )
+
+    def _compare_outputs(self, candidate_dir: Path, say: Say) -> ValidationResult:
+        say(f"comparing the output files: {', '.join(self.output_files)}")
+        try:
+            written = self._run_app(candidate_dir)
+        except _AppRunError as error:
+            return self._verdict(f"the rewrite's output files could not be compared: {error}", "crash")
+        reasons = []
+        for name in self.output_files:
+            verdict = compare_file(
+                name,
+                [run[name] for run in self._reference_outputs],
+                written[name],
+                atol=self.options.atol,
+                rtol=self.options.rtol,
+                alpha=self.options.alpha,
+            )
+            if verdict.reason is not None:
+                reasons.append(verdict.reason)
+        if reasons:
+            return self._verdict(
+                "the project's tests pass, but the output files differ: " + "; ".join(reasons), "mismatch"
+            )
+        return self._verdict(None, None)
 
     def time(self, candidate_dir: Path, say: Say) -> Speedup:
         say(f"timing reference and candidate, up to {self.options.runs} runs each, interleaved")

@@ -23,6 +23,14 @@ from intelliperf.gpu.registry import backend_class, vendors
 from tests.recorded import main_profile
 from tests.support.fake_rocprof import install_fake_rocprofv3
 
+HIP_SOURCE = """#include <hip/hip_runtime.h>
+
+// a transpose through LDS whose column reads conflict
+__global__ void lds_transpose(float* out,
+                              const float* in) {
+    __shared__ float tile[32][32];
+}
+"""
 MI300X = DeviceInfo(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", sm_count=304, warp_size=64)
 LDS = "lds_transpose(float*, float const*)"
 SCATTER = "scatter_add(float*, int const*, float const*, int)"
@@ -166,9 +174,12 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
         FAKE_ROCPROF_FIXTURES=str(ROCPROF_FIXTURES),
         FAKE_ROCPROF_LOG=str(tmp_path / "calls.jsonl"),
     )
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "lds_transpose.hip").write_text(HIP_SOURCE)
     report_file = tmp_path / "report.json"
     run = subprocess.run(
-        [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(tmp_path),
+        [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(project),
          "-o", str(report_file), "--", sys.executable, "-c", "pass"],
         cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -179,6 +190,12 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
     present = {(d["kernel"], d["formula"]) for d in report["diagnoses"] if d["present"]}
     assert present == {(SCATTER, "branchDivergence"), (LDS, "bankConflict")}
     assert any("rocprofv3 counts per kernel" in w for w in report["warnings"])
+    conflicts = next(d for d in report["diagnoses"] if d["present"] and d["kernel"] == LDS)
+    [where] = conflicts["locations"]
+    assert (where["file"], where["line"]) == ("src/lds_transpose.hip", 4)
+    assert any(line["hot"] and "lds_transpose" in line["text"] for line in where["code"])
+    divergent = next(d for d in report["diagnoses"] if d["present"] and d["kernel"] == SCATTER)
+    assert divergent["locations"] == []  # no scatter_add in the project: no file is guessed
     assert not any("Nsight Compute" in w for w in report["warnings"])
     optimize = subprocess.run(
         [sys.executable, "-m", "intelliperf", "run", "-b", "make", "-p", str(tmp_path), "--", "./app"],
