@@ -57,6 +57,8 @@ HASHED: tuple[str, ...] = (
     "intelliperf/gpu/**/*.py",
     "intelliperf/gpu/ncu_sections/*",  # what the counter pass asks ncu for, per instruction
     "intelliperf/engine/judge.py",
+    "intelliperf/engine/unittest_judge.py",  # the project-tests judge: runs and times candidates
+    "intelliperf/engine/output_files.py",  # what it compares of their outputs
     "intelliperf/engine/candidate.py",
     # the engine's one entry point: it picks the GPU backend, the model and the judge for every job
     "intelliperf/engine/entry.py",

@@ -34,8 +34,10 @@ JudgeFactory = Callable[[Target, Path, JobSpec], Judge]
 
 
 def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
-    """Accordo, or the project's own tests when the spec gives a unittest command."""
+    """Accordo, or the project's own tests when the spec gives a unittest command (timed by the vendor's
+    own timing pass where Accordo cannot capture its launches)."""
     if spec.unittest_command:
+        backend = backend_class(spec.gpu.vendor)
         return UnittestJudge(
             target.kernel,
             target.command,
@@ -43,6 +45,7 @@ def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
             reference_dir,
             options_for(spec),
             output_files=spec.applications[0].output_files,
+            timing=None if backend.captures_kernels else backend(),
         )
     return AccordoJudge(target.kernel.name, target.command, reference_dir, options_for(spec))
 

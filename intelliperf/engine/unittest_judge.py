@@ -16,13 +16,13 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from accordo.speedup import measure_speedup
+from accordo.speedup import KernelTimes, measure_speedup, speedup_from_times
 from accordo.trace import run_traced
 from accordo.validate import ValidationOptions
 from intelliperf.contract import RankedKernel, Speedup, ValidationResult
 from intelliperf.engine.output_files import compare_file, disagree, snapshot
 from intelliperf.errors import ProfileError, SpecError, tail
-from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.gpu.kernel_names import function_name
 from intelliperf.process import describe_exit, run_process
 
@@ -57,13 +57,17 @@ class UnittestJudge:
         reference_dir: Path,
         options: ValidationOptions,
         output_files: Sequence[str] = (),
+        timing: GpuBackend | None = None,
     ) -> None:
+        """``timing``: the backend whose timing pass times the kernel where Accordo cannot (AMD); None:
+        Accordo's CUDA timer."""
         self.kernel = kernel
         self.command = list(command)
         self.test_command = test_command
         self.reference_dir = reference_dir
         self.options = options
         self.output_files = list(output_files)
+        self.timing = timing
         self.pattern = function_regex(kernel.demangled)
         self._prepared = False
         self._reference_outputs: list[dict] = []
@@ -164,6 +168,8 @@ class UnittestJudge:
 
     def time(self, candidate_dir: Path, say: Say) -> Speedup:
         say(f"timing reference and candidate, up to {self.options.runs} runs each, interleaved")
+        if self.timing is not None:
+            return self._time_with_backend(self.timing, candidate_dir, say)
         return measure_speedup(
             self.command,
             self.command,
@@ -178,12 +184,48 @@ class UnittestJudge:
             warmup_launches=self.options.warmup_launches,
         )
 
+    def _same_function(self, kernel: RankedKernel) -> bool:
+        return function_name(kernel.demangled) == function_name(self.kernel.demangled)
+
+    def _time_with_backend(self, backend: GpuBackend, candidate_dir: Path, say: Say) -> Speedup:
+        """Interleaved runs timed by the backend's timing pass: a run's kernel time is the total of every
+        launch of the kernel function (the same statistics as Accordo's timer, accordo.speedup)."""
+        sides = {"reference": self.reference_dir, "candidate": candidate_dir}
+        times: dict[str, tuple[list[float], list[float], list[int]]] = {side: ([], [], []) for side in sides}
+        result: Speedup | None = None
+        for i in range(self.options.runs):
+            for side, tree in sides.items():
+                timing = backend.time_kernels(self.command, cwd=tree, timeout_s=self.options.timeout_s)
+                mine = [k for k in rank_kernels(timing.kernels) if self._same_function(k)]
+                if not mine:
+                    name = function_name(self.kernel.demangled)
+                    raise ProfileError(f"the {side}'s run {i + 1} launched no kernel named {name}")
+                kernel_ns, wall, launches = times[side]
+                kernel_ns.append(float(sum(k.total_ns for k in mine)))
+                wall.append(timing.wall_s)
+                launches.append(sum(k.launches for k in mine))
+            result = speedup_from_times(*(KernelTimes(*map(tuple, times[side])) for side in sides))
+            say(f"timing run {i + 1}/{self.options.runs}: speedup {result.median:.3f}x")
+            if i + 1 >= max(2, self.options.min_runs) and result.significant:
+                break
+        assert result is not None
+        method = (
+            f"{backend.tracer}: kernel time summed over all launches per run; reference and candidate runs "
+            "interleaved (ABAB); median of per-pair ratios; 95% Student-t interval of the mean log ratio"
+        )
+        return result.model_copy(update={"method": method})
+
     def candidate_kernel(self, candidate_dir: Path) -> RankedKernel:
         """The kernel in the candidate's run: the same function, perhaps with another signature (one traced
         run), so its bottleneck metric can be measured again."""
-        run = run_traced(self.command, cwd=candidate_dir, timeout_s=self.options.timeout_s)
-        pattern = re.compile(self.pattern)
-        found = [k for k in rank_kernels(run.stats) if pattern.search(k.name)]
+        timeout = self.options.timeout_s
+        if self.timing is not None:
+            kernels = self.timing.time_kernels(self.command, cwd=candidate_dir, timeout_s=timeout).kernels
+            found = [k for k in rank_kernels(kernels) if self._same_function(k)]
+        else:
+            run = run_traced(self.command, cwd=candidate_dir, timeout_s=timeout)
+            pattern = re.compile(self.pattern)
+            found = [k for k in rank_kernels(run.stats) if pattern.search(k.name)]
         if not found:
             name = function_name(self.kernel.demangled)
             raise ProfileError(f"the candidate's run launched no kernel named {name}")

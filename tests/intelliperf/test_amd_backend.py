@@ -202,3 +202,46 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
         cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert optimize.returncode == SpecError.exit_code and "--unittest_command" in optimize.stderr
+
+
+def test_on_amd_the_projects_tests_judge_and_the_vendors_timing_pass_times_the_rewrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Accordo times CUDA launches only: on AMD the unittest judge's speedup comes from rocprofv3's kernel
+    trace, interleaved, with Accordo's statistics. The stand-in rocprofv3 makes the rewritten tree's kernels
+    twice as fast."""
+    import sys
+
+    from accordo.validate import ValidationOptions
+    from intelliperf.engine.job import judge_for
+    from intelliperf.engine.unittest_judge import UnittestJudge
+    from tests.intelliperf.test_unittest_judge import target
+
+    install_fake_rocprofv3(tmp_path, monkeypatch)
+    reference, candidate = tmp_path / "reference", tmp_path / "candidate"
+    reference.mkdir()
+    candidate.mkdir()
+    (candidate / "kernels_faster_by").write_text("2")
+    lds = next(k for k in rank_kernels(AmdBackend(device=MI300X).time_kernels(
+        ["true"], cwd=reference, timeout_s=60).kernels) if k.name == LDS)  # fmt: skip
+    judge = UnittestJudge(
+        lds,
+        [sys.executable, "-c", "pass"],
+        "true",
+        reference,
+        ValidationOptions(timeout_s=60, runs=5, min_runs=2),
+        timing=AmdBackend(device=MI300X),
+    )
+    said: list[str] = []
+    assert judge.check(candidate, said.append).passed
+    speedup = judge.time(candidate, said.append)
+    assert speedup.median == pytest.approx(2.0, rel=1e-3) and speedup.verdict == "faster"
+    assert speedup.runs == 2 and "rocprofv3 --kernel-trace" in speedup.method
+    assert speedup.reference_ns == pytest.approx(211000)  # lds_transpose's four dispatches in the fixture
+    assert judge.candidate_kernel(candidate).name == LDS
+    amd_spec = JobSpec.model_validate(
+        {"applications": [{"command": ["./app"]}], "unittest_command": "make test", "gpu": {"vendor": "amd"}}
+    )
+    assert isinstance(judge_for(target(), reference, amd_spec).timing, AmdBackend)  # type: ignore[union-attr]
+    nvidia_spec = amd_spec.model_copy(update={"gpu": amd_spec.gpu.model_copy(update={"vendor": "nvidia"})})
+    assert judge_for(target(), reference, nvidia_spec).timing is None  # type: ignore[union-attr]

@@ -37,6 +37,15 @@ if os.environ.get("FAKE_ROCPROF_GLOG"):
 os.makedirs(out, exist_ok=True)
 if "--kernel-trace" in options:
     text = open(os.path.join(fixtures, "kernel_trace.csv")).read()
+    if os.path.exists("kernels_faster_by"):  # a rewritten tree: its kernels take 1/x of the time
+        factor = float(open("kernels_faster_by").read())
+        lines = text.splitlines()
+        rows = []
+        for line in lines[1:]:
+            r = next(csv.reader([line]))
+            r[10] = str(int(r[9]) + round((int(r[10]) - int(r[9])) / factor))
+            rows.append(",".join(f'"{{v}}"' if not v.lstrip("-").isdigit() else v for v in r))
+        text = "\\n".join([lines[0], *rows]) + "\\n"
     open(os.path.join(out, f"{{os.getpid()}}_kernel_trace.csv"), "w").write(text)
 if "--pmc" in options:
     counters = set(re.split(r"[ ,]+", value("--pmc")))
