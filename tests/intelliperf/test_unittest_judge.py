@@ -151,8 +151,10 @@ def test_the_cli_and_the_action_carry_the_unittest_command() -> None:
         kernel=None,
         in_place=False,
         unittest_command="./check.sh",
+        compare_files=["out/a.txt", "b.npy"],
     )
     assert spec.unittest_command == "./check.sh"
+    assert spec.applications[0].output_files == ["out/a.txt", "b.npy"]
     env = {
         "INPUT_SERVICE_URL": "http://127.0.0.1:8000",
         "INPUT_APPLICATIONS": '[{"command": ["./bin/app"]}]',
@@ -281,27 +283,3 @@ def test_numbers_are_read_from_text_and_npy(tmp_path: Path) -> None:
     (tmp_path / "empty.txt").write_text("no numbers here")
     with pytest.raises(ValueError, match="holds no numbers"):
         read_numbers(tmp_path / "empty.txt")
-
-
-def test_the_cli_carries_the_files_to_compare() -> None:
-    from intelliperf.cli import _spec_from_options
-
-    spec = _spec_from_options(
-        ["./bin/app"],
-        build_command="make",
-        instrument_command=None,
-        project_directory=Path("."),
-        formula="auto",
-        top_n=10,
-        num_attempts=3,
-        candidates=1,
-        tolerance=None,
-        model="m",
-        provider="openai",
-        api_base=None,
-        kernel=None,
-        in_place=False,
-        unittest_command="./check.sh",
-        compare_files=["out/a.txt", "b.npy"],
-    )
-    assert spec.applications[0].output_files == ["out/a.txt", "b.npy"]
