@@ -156,7 +156,7 @@ class ContainerExecutor:
     @classmethod
     def from_settings(cls, settings: WorkerSettings) -> ContainerExecutor:
         gpu_ids = gpu_ids_from_env()
-        has_gpu = gpu_ids is not None or _nvidia_present() or Path("/dev/kfd").exists()
+        has_gpu = gpu_ids is not None or _gpu_present() or Path("/dev/kfd").exists()
         return cls(
             settings.worker_image,
             docker_host=settings.docker_host,
@@ -325,7 +325,8 @@ def _unix_socket(url: str) -> Path | None:
     return None
 
 
-def _nvidia_present() -> bool:
+def _gpu_present() -> bool:
+    """Whether the one device probe finds a GPU of any vendor on this node."""
     from worker.gpu import detect_gpus
 
     return bool(detect_gpus())
