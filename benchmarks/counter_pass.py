@@ -82,12 +82,16 @@ def replay_passes(profile: list[str], cwd: Path) -> list[int]:
     return [int(n) for n in re.findall(r"- (\d+) pass(?:es)?\b", log.read_text())]
 
 
+def counter_pass_inputs(argv: list[str], cwd: Path) -> tuple[list[str], list[str]]:
+    """The kernels the counter pass profiles (one traced run) and the ncu metrics it asks for, on sm_90."""
+    names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)]
+    return names, ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+
+
 def measure(example: str, binary: str, repeats: int, record: Path | None) -> dict[str, object]:
     cwd = EXAMPLES / example
     argv = [f"./{binary}"]
-    top = targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)
-    names = [k.name for k in top]
-    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+    names, metrics = counter_pass_inputs(argv, cwd)
     floor_cmd = [
         "ncu",
         "--clock-control",
@@ -173,8 +177,7 @@ def plans(example: str, binary: str, repeats: int) -> dict[str, object]:
     """Seconds per plan (median of ``repeats``, plans interleaved) for the top kernels of one example."""
     cwd = EXAMPLES / example
     argv = [f"./{binary}"]
-    names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)]
-    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+    names, metrics = counter_pass_inputs(argv, cwd)
     with tempfile.TemporaryDirectory() as tmp:
         commands = plan_commands(names, metrics, Path(tmp))
         seconds: dict[str, list[float]] = {name: [] for name in commands}

@@ -93,12 +93,12 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
     instrumented = ncu_launches(["python3", str(RUNNER), str(out), kernel, "--", *program], kernel, folder)
     profile = read_profile(out.with_suffix(".hatchet"), out.with_suffix(".json"), folder)
     hatchet = json.loads(out.with_suffix(".hatchet").read_text())
-    whole = float(scope_metrics(hatchet[0], kernel)["kernel"]["cycles"])  # summed over warps and launches
+    cycles = scope_metrics(hatchet[0], kernel)
+    whole = float(cycles["kernel"]["cycles"])  # summed over warps and launches
     plain_ns = statistics.median(x["gpu__time_duration.sum"] for x in plain)
     instrumented_ns = statistics.median(x["gpu__time_duration.sum"] for x in instrumented)
     resident = sum(x["smsp__warps_active.sum"] for x in instrumented)
     meta = json.loads(out.with_suffix(".json").read_text())
-    cycles = scope_metrics(hatchet[0], kernel)
     proton_shares = {name: float(m["cycles"]) / whole for name, m in cycles.items()}
     source = (folder / app).read_text()
     def_line = next(int(r["line"]) for r in meta["regions"] if r["kind"] == "kernel")

@@ -12,7 +12,7 @@ from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
 from intelliperf.engine.build import run_build
-from intelliperf.engine.kernel_source import with_kernel_location
+from intelliperf.engine.kernel_source import at_kernel_definition
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
@@ -120,17 +120,18 @@ def _diagnose_kernels(
     profiles: dict[str, KernelProfile],
     warnings: list[str],
     backend: GpuBackend,
+    ws: Path,
 ) -> list[Diagnosis]:
     """Every formula on every profiled kernel. A kernel without source rows is still diagnosed: a formula
-    that needs per-instruction counters it lacks says it could not decide (never reads them as 0)."""
+    that needs per-instruction counters it lacks says it could not decide (never reads them as 0). Where
+    the backend counts per kernel (rocprofv3), a bottleneck points at its kernel's definition in ``ws``."""
+    with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
     if not backend.source_lines:
         warnings.append(
             f"{backend.profiler} counts per kernel, not per instruction: a bottleneck points at its kernel's "
             "definition, not at the lines that cause it"
         )
-        return [formula.evaluate(profiles[k.name]) for k in top if k.name in profiles for formula in formulas]
-    with_lines = [name for name, p in profiles.items() if any(r.line > 0 for r in p.source)]
-    if profiles and not with_lines and all(p.source_page for p in profiles.values()):
+    elif profiles and not with_lines and all(p.source_page for p in profiles.values()):
         raise NoLineInfoError(
             "the profiled kernels carry no source-line information, so bottlenecks cannot be localized",
             hint="build with -lineinfo (nvcc) or pass an -i/--instrument_command that does",
@@ -143,14 +144,17 @@ def _diagnose_kernels(
                 f"{kernel.demangled}: no counters were collected (not profiled by {backend.profiler})"
             )
             continue
-        if not profile.source_page:
+        verdicts = [formula.evaluate(profile) for formula in formulas]
+        if not backend.source_lines:
+            verdicts = at_kernel_definition(verdicts, ws, kernel.demangled)
+        elif not profile.source_page:
             warnings.append(
                 f"{kernel.demangled}: Nsight Compute's source page names no kernel that matches it, so it is "
                 "diagnosed without source lines"
             )
         elif kernel.name not in with_lines:
             warnings.append(f"{kernel.demangled}: built without line info; diagnosed without source lines")
-        diagnoses.extend(formula.evaluate(profile) for formula in formulas)
+        diagnoses.extend(verdicts)
     return diagnoses
 
 
@@ -252,11 +256,9 @@ def diagnose_in(
     device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
     progress.done("counters", f"{counters_s:.1f} s")
     progress.start("diagnose", ", ".join(f.name for f in formulas))
-    diagnoses = _diagnose_kernels(formulas, top, profiles, warnings, backend)
-    if not backend.source_lines:  # per-kernel counters: point at the kernel's definition where it is found
-        demangled = {k.name: k.demangled for k in top}
-        diagnoses = [with_kernel_location(d, ws, demangled.get(d.kernel, d.kernel)) for d in diagnoses]
-    diagnoses = project_relative(diagnoses, ws, project)
+    diagnoses = project_relative(
+        _diagnose_kernels(formulas, top, profiles, warnings, backend, ws), ws, project
+    )
     selection = select(spec.formula, shown, diagnoses)
     found = sum(d.present for d in diagnoses)
     progress.done("diagnose", f"{found} bottleneck(s) found")

@@ -14,7 +14,7 @@ from pathlib import Path
 from intelliperf.contract import Diagnosis, SourceLine, SourceLocation
 from intelliperf.gpu.kernel_names import function_name
 
-__all__ = ["SOURCE_SUFFIXES", "find_kernel", "with_kernel_location"]
+__all__ = ["SOURCE_SUFFIXES", "at_kernel_definition", "find_kernel"]
 
 SOURCE_SUFFIXES = (".hip", ".cu", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".cuh", ".py")
 CONTEXT = 4
@@ -49,13 +49,14 @@ def find_kernel(project: Path, demangled: str) -> tuple[str, int] | None:
     return None
 
 
-def with_kernel_location(diagnosis: Diagnosis, project: Path, demangled: str) -> Diagnosis:
-    """A present diagnosis without source lines, pointed at its kernel's definition where it is found."""
-    if not diagnosis.present or diagnosis.locations:
-        return diagnosis
+def at_kernel_definition(diagnoses: list[Diagnosis], project: Path, demangled: str) -> list[Diagnosis]:
+    """One kernel's diagnoses, the present ones without source lines pointed at its definition where it is
+    found (the project is searched once, and only when some diagnosis needs it)."""
+    if not any(d.present and not d.locations for d in diagnoses):
+        return diagnoses
     found = find_kernel(project, demangled)
     if found is None:
-        return diagnosis
+        return diagnoses
     file, line = found
     lines = (project / file).read_text(errors="replace").splitlines()
     code = [
@@ -63,4 +64,7 @@ def with_kernel_location(diagnosis: Diagnosis, project: Path, demangled: str) ->
         for n in range(max(1, line - CONTEXT), min(len(lines), line + CONTEXT) + 1)
     ]
     location = SourceLocation(file=file, line=line, share=1.0, metrics={"kernel definition": 1.0}, code=code)
-    return diagnosis.model_copy(update={"locations": [location]})
+    return [
+        d.model_copy(update={"locations": [location]}) if d.present and not d.locations else d
+        for d in diagnoses
+    ]

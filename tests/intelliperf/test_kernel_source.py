@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from intelliperf.contract import Diagnosis
-from intelliperf.engine.kernel_source import find_kernel, with_kernel_location
+from intelliperf.engine.kernel_source import at_kernel_definition, find_kernel
 from tests.recorded import EXAMPLES
 
 
@@ -46,7 +46,8 @@ def test_only_a_present_diagnosis_without_lines_gets_the_definition(tmp_path: Pa
         summary="s",
         reasoning="r",
     )
-    [location] = with_kernel_location(present, tmp_path, "k(float*)").locations
+    [located] = at_kernel_definition([present], tmp_path, "k(float*)")
+    [location] = located.locations
     assert (location.file, location.line) == ("k.cu", 1) and location.code[0].hot
     absent = present.model_copy(update={"present": False})
-    assert with_kernel_location(absent, tmp_path, "k(float*)").locations == []
+    assert at_kernel_definition([absent], tmp_path, "k(float*)")[0].locations == []
