@@ -40,13 +40,16 @@ __all__ = [
     "FLAG_ABOVE",
     "TIMERS",
     "KernelTimes",
+    "RunTimer",
     "Timer",
+    "interleaved_speedup",
     "measure_speedup",
     "speedup_from_times",
     "warm_durations",
 ]
 
 FLAG_ABOVE = 10.0
+SIDES = ("reference", "candidate")
 Timer = Literal["events", "cupti"]
 TIMERS: tuple[Timer, ...] = ("events", "cupti")
 _INSTRUMENT = {
@@ -164,50 +167,37 @@ def measure_speedup(
 ) -> Speedup:
     """Run reference and candidate ``runs`` times each, alternating, timing the kernel with ``timer``; a
     run's kernel time is the sum over its launches but the first ``warmup_launches`` of each kernel
-    (``warm_durations``). With
-    ``min_runs``, stop after that many pairs or more as soon as the 95% interval excludes 1 (the
-    optimization loop's budget: a clear speedup needs few runs, a doubtful one gets all of them).
+    (``warm_durations``). With ``min_runs``, stop early as ``interleaved_speedup`` says.
 
     Raises AppError if a run fails (the candidate passed its correctness check, so it should not) and
     ProfileError if a run launches the kernel a different number of times than the first run of its side.
     """
-    if runs < 2:
-        raise ValueError("at least 2 runs per side are needed for an interval")
     if timer not in TIMERS:
         raise ValueError(f"unknown timer {timer!r}; one of: {', '.join(TIMERS)}")
     pattern = re.compile(kernel_regex)
     sides = {"reference": (reference, reference_cwd), "candidate": (candidate, candidate_cwd)}
-    kernel_ns: dict[str, list[float]] = {"reference": [], "candidate": []}
-    wall: dict[str, list[float]] = {"reference": [], "candidate": []}
-    counts: dict[str, list[int]] = {"reference": [], "candidate": []}
-    left_out = False
-    for i in range(runs):
-        for side, (cmd, cwd) in sides.items():
-            launches, wall_s = _launch_times(
-                timer, cmd, pattern=pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
-            )
-            if not launches:
-                raise ProfileError(f"the {side}'s run {i + 1} launched no kernel matching {kernel_regex!r}")
-            if counts[side] and len(launches) != counts[side][0]:
-                raise ProfileError(
-                    f"the {side} launched the kernel {counts[side][0]} times in its first timed run and "
-                    f"{len(launches)} times in run {i + 1}"
-                )
-            warm = warm_durations(launches, warmup_launches)
-            left_out = left_out or len(warm) < len(launches)
-            kernel_ns[side].append(sum(warm))
-            wall[side].append(wall_s)
-            counts[side].append(len(launches))
-        if progress is not None:
-            ratio = kernel_ns["reference"][-1] / kernel_ns["candidate"][-1]
-            progress(f"timing run {i + 1}/{runs}: speedup {ratio:.3f}x")
-        result = speedup_from_times(
-            KernelTimes(tuple(kernel_ns["reference"]), tuple(wall["reference"]), tuple(counts["reference"])),
-            KernelTimes(tuple(kernel_ns["candidate"]), tuple(wall["candidate"]), tuple(counts["candidate"])),
-            timer,
+    first_count: dict[str, int] = {}
+    left_out: list[str] = []
+
+    def time_run(side: str, i: int) -> tuple[float, float, int]:
+        cmd, cwd = sides[side]
+        launches, wall_s = _launch_times(
+            timer, cmd, pattern=pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
         )
-        if min_runs is not None and i + 1 >= min_runs and result.significant:
-            break
+        if not launches:
+            raise ProfileError(f"the {side}'s run {i + 1} launched no kernel matching {kernel_regex!r}")
+        expected = first_count.setdefault(side, len(launches))
+        if len(launches) != expected:
+            raise ProfileError(
+                f"the {side} launched the kernel {expected} times in its first timed run and "
+                f"{len(launches)} times in run {i + 1}"
+            )
+        warm = warm_durations(launches, warmup_launches)
+        if len(warm) < len(launches):
+            left_out.append(side)
+        return sum(warm), wall_s, len(launches)
+
+    result = interleaved_speedup(time_run, runs=runs, min_runs=min_runs, progress=progress, timer=timer)
     notes = []
     if left_out:
         notes.append(f"the first {warmup_launches} launch(es) of each kernel per run left out as warm-up")
@@ -215,4 +205,40 @@ def measure_speedup(
         notes.append(f"stopped after {result.runs} pairs, the interval excluding 1")
     if notes:
         result = result.model_copy(update={"method": "; ".join([result.method, *notes])})
+    return result
+
+
+RunTimer = Callable[[str, int], tuple[float, float, int]]
+"""Times run ``i`` (from 0) of one side, "reference" or "candidate": (kernel ns summed over the run's
+launches, the run's wall seconds, launches)."""
+
+
+def interleaved_speedup(
+    time_run: RunTimer,
+    *,
+    runs: int,
+    min_runs: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    timer: Timer = "events",
+) -> Speedup:
+    """Reference and candidate runs alternating (A B A B ...), ``runs`` pairs, timed by ``time_run``.
+    With ``min_runs``, stop after that many pairs or more as soon as the 95% interval excludes 1 (the
+    optimization loop's budget: a clear speedup needs few runs, a doubtful one gets all of them)."""
+    if runs < 2:
+        raise ValueError("at least 2 runs per side are needed for an interval")
+    times: dict[str, tuple[list[float], list[float], list[int]]] = {s: ([], [], []) for s in SIDES}
+    result: Speedup | None = None
+    for i in range(runs):
+        for side in SIDES:
+            kernel_ns, wall_s, launches = time_run(side, i)
+            times[side][0].append(kernel_ns)
+            times[side][1].append(wall_s)
+            times[side][2].append(launches)
+        if progress is not None:
+            ratio = times["reference"][0][-1] / times["candidate"][0][-1]
+            progress(f"timing run {i + 1}/{runs}: speedup {ratio:.3f}x")
+        result = speedup_from_times(*(KernelTimes(*map(tuple, times[side])) for side in SIDES), timer)
+        if min_runs is not None and i + 1 >= min_runs and result.significant:
+            break
+    assert result is not None
     return result

@@ -17,8 +17,10 @@ eight-kernel example (median of --repeats, each plan's runs interleaved with the
 pass as it is (`one_run`); the formulas' kernel-level metrics alone and our source section alone; the
 two-stage plan (kernel-level metrics for every top kernel, then the source section only for the kernels
 where a formula fires: here the hottest one and the hottest three, since which fire is known only after
-the first stage); without `--import-source`; with `--cache-control none` (no cache flush between replay
-passes, which would change what the hit-rate metrics mean); application replay; the floor; the plain run.
+the first stage); with the two kernel-level SASS-patched metrics the pass asked for until 2026-11-25
+(`with_sass_kernel_metrics`: 6 replay passes per kernel where the pass now makes 5); without
+`--import-source`; with `--cache-control none` (no cache flush between replay passes, which would change
+what the hit-rate metrics mean); application replay; the floor; the plain run.
 
     python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
 """
@@ -58,6 +60,12 @@ from intelliperf.gpu.ncu import (  # noqa: E402
 from intelliperf.gpu.nvidia_metrics import ncu_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
+SASS_KERNEL_METRICS = (
+    "smsp__sass_inst_executed_op_global_atom.sum",
+    "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+)
+"""What the counter pass asked for until the source section's columns replaced them (nvidia_metrics.py)."""
+
 CASES = {  # example, binary: one, two and eight profiled kernels
     "divergent_lanes": "bin/divergent_lanes",
     "atomic_reduction": "bin/atomic_reduction_fixed",
@@ -159,8 +167,11 @@ def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, 
     no_page = one_run[:start] + one_run[start + len(SOURCE_PAGE) :]
     kernel_level = _without(_without(no_page, "--section"), "--import-source")
     source_only = _without(one_run, "--metrics")
+    with_sass = list(one_run)
+    with_sass[one_run.index("--metrics") + 1] = ",".join([*metrics, *SASS_KERNEL_METRICS])
     return {
         "one_run": [one_run],
+        "with_sass_kernel_metrics": [with_sass],
         "kernel_level_only": [kernel_level],
         "source_section_only": [source_only],
         "two_stage_source_for_1": [kernel_level, _with_kernels(source_only, names[:1])],

@@ -1,7 +1,8 @@
 """Uncoalesced global memory access: a warp's loads or stores touch more 32-byte sectors than needed.
 
 Decision (see excess.py): the excess share of global sectors (NVIDIA: the excessive over all
-theoretical L2 sectors of global accesses, per instruction, summed) times the busiest memory unit's
+theoretical L2 sectors of global accesses, per instruction, summed; AMD: the vL1D's thread-requests of
+loads and stores beyond 16 per wavefront instruction) times the busiest memory unit's
 utilization (DRAM, L2 or L1). Present when the excess share is at least
 25% (the coalesced controls and fixed versions measure 0%; the strided copy and the
 array-of-structs read 50% and more) and the estimated saving is at least 5% of the kernel's time.

@@ -21,7 +21,7 @@ import numpy as np
 
 from accordo.stats import t_two_sided_quantile
 
-__all__ = ["FileVerdict", "compare_file", "read_numbers"]
+__all__ = ["FileVerdict", "compare_file", "disagree", "read_numbers", "snapshot"]
 
 _NUMBER = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)", re.IGNORECASE)
 

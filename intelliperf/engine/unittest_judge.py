@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from accordo.speedup import KernelTimes, measure_speedup, speedup_from_times
+from accordo.speedup import interleaved_speedup, measure_speedup
 from accordo.trace import run_traced
 from accordo.validate import ValidationOptions
 from intelliperf.contract import RankedKernel, Speedup, ValidationResult
@@ -97,7 +97,7 @@ class UnittestJudge:
 
     def _run_app(self, tree: Path) -> dict:
         """One run of the application in ``tree`` and the numbers of the files it wrote (stale copies are
-        removed first); AppRunError with the reason when it fails or writes no such file."""
+        removed first); _AppRunError with the reason when it fails or writes no such file."""
         for name in self.output_files:
             (tree / name).unlink(missing_ok=True)
         done = run_process(self.command, cwd=tree, timeout_s=self.options.timeout_s)
@@ -190,25 +190,19 @@ class UnittestJudge:
     def _time_with_backend(self, backend: GpuBackend, candidate_dir: Path, say: Say) -> Speedup:
         """Interleaved runs timed by the backend's timing pass: a run's kernel time is the total of every
         launch of the kernel function (the same statistics as Accordo's timer, accordo.speedup)."""
-        sides = {"reference": self.reference_dir, "candidate": candidate_dir}
-        times: dict[str, tuple[list[float], list[float], list[int]]] = {side: ([], [], []) for side in sides}
-        result: Speedup | None = None
-        for i in range(self.options.runs):
-            for side, tree in sides.items():
-                timing = backend.time_kernels(self.command, cwd=tree, timeout_s=self.options.timeout_s)
-                mine = [k for k in rank_kernels(timing.kernels) if self._same_function(k)]
-                if not mine:
-                    name = function_name(self.kernel.demangled)
-                    raise ProfileError(f"the {side}'s run {i + 1} launched no kernel named {name}")
-                kernel_ns, wall, launches = times[side]
-                kernel_ns.append(float(sum(k.total_ns for k in mine)))
-                wall.append(timing.wall_s)
-                launches.append(sum(k.launches for k in mine))
-            result = speedup_from_times(*(KernelTimes(*map(tuple, times[side])) for side in sides))
-            say(f"timing run {i + 1}/{self.options.runs}: speedup {result.median:.3f}x")
-            if i + 1 >= max(2, self.options.min_runs) and result.significant:
-                break
-        assert result is not None
+        trees = {"reference": self.reference_dir, "candidate": candidate_dir}
+
+        def time_run(side: str, i: int) -> tuple[float, float, int]:
+            timing = backend.time_kernels(self.command, cwd=trees[side], timeout_s=self.options.timeout_s)
+            mine = [k for k in rank_kernels(timing.kernels) if self._same_function(k)]
+            if not mine:
+                name = function_name(self.kernel.demangled)
+                raise ProfileError(f"the {side}'s run {i + 1} launched no kernel named {name}")
+            return float(sum(k.total_ns for k in mine)), timing.wall_s, sum(k.launches for k in mine)
+
+        result = interleaved_speedup(
+            time_run, runs=self.options.runs, min_runs=max(2, self.options.min_runs), progress=say
+        )
         method = (
             f"{backend.tracer}: kernel time summed over all launches per run; reference and candidate runs "
             "interleaved (ABAB); median of per-pair ratios; 95% Student-t interval of the mean log ratio"

@@ -14,7 +14,7 @@ from typing import Any
 
 from intelliperf.gpu.smi import GpuInfo, Scan, first_json, run_tool
 
-__all__ = ["AMD_SMI_ARGS", "ROCM_SMI_ARGS", "parse_amd_smi", "parse_rocm_smi", "probe_amd", "scan_amd"]
+__all__ = ["AMD_SMI_ARGS", "ROCM_SMI_ARGS", "parse_amd_smi", "parse_rocm_smi", "scan_amd"]
 
 AMD_SMI_ARGS = ("static", "--asic", "--vram", "--driver", "--json")
 ROCM_SMI_ARGS = ("--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json")
@@ -36,11 +36,6 @@ def scan_amd() -> Scan:
         return rocm_smi
     tails = [scan.log_tail for scan in (amd_smi, rocm_smi) if scan.log_tail]
     return Scan(problem=f"{amd_smi.problem}; {rocm_smi.problem}", log_tail="\n".join(tails) or None)
-
-
-def probe_amd() -> list[GpuInfo]:
-    """AMD GPUs; none when neither tool is there or neither lists a GPU it describes fully."""
-    return list(scan_amd().gpus)
 
 
 def _scan(tool: str, args: tuple[str, ...], parse: Callable[[str], Scan]) -> Scan | None:

@@ -14,9 +14,9 @@ What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/count
 - the raw page (kernel-level metrics) is read from the report by ncu's own Python report reader
   (ncu_raw_page.py, 0.23 to 0.28 s) instead of exported by ncu (0.56 to 0.69 s); the export stays
   for an ncu installed without that reader;
-- nothing that no formula decides from: no warp-stall sampling (its own replay pass) and no
-  kernel-level counters that repeat the section's columns: 6 replay passes per kernel, was 11
-  (0.20 s per profiled kernel, was 0.36 s).
+- nothing that no formula decides from: no warp-stall sampling (its own replay pass), no
+  kernel-level counters that repeat the section's columns, and no kernel-level SASS-patched counters
+  (nvidia_metrics.py): 5 replay passes per kernel, was 11.
 The SASS-only page is exported only when some kernel has no line info, since the source page leaves
 such kernels out.
 """

@@ -9,10 +9,16 @@ kernels measured (originals and fixed versions), from two L1 and four L2 sub-uni
 the same utilization (within 0.05 points on 39 kernels, 0.35 on the 40th) for one pass more than
 without. Architectures not measured read Nsight Compute's breakdown metrics themselves.
 
-Atomics that return the old value: on sm_90 `smsp__inst_executed_op_global_atom.sum` is `n/a`;
-`smsp__sass_inst_executed_op_global_atom.sum` and `smsp__inst_executed_op_generic_atom.sum` count ATOMG
-(GPU.md), and a generic-address ATOM is only in the latter. They count overlapping sets of the same
-instructions, so the largest one that has a value is taken.
+Atomics that return the old value: on sm_90 `smsp__inst_executed_op_global_atom.sum` is `n/a`, and
+`smsp__inst_executed_op_generic_atom.sum` counts ATOMG as well as a generic-address ATOM (GPU.md), so
+the largest one that has a value is taken.
+
+No kernel-level `smsp__sass_*` metric: those are counted by patching the kernel's SASS, and with the
+formulas' metrics they opened a replay pass of their own beside the source section's (on an H100, ncu
+2025.3: 6 passes per kernel with them, 5 without). What they measured comes from the source section:
+`smsp__sass_inst_executed_op_global_atom.sum` equalled the generic-atom counter, and
+`smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct` the global loads' ideal sectors over
+their sectors (within 0.04 points), on every recorded example kernel (tests/fixtures/gpu).
 
 Per-instruction counters come from our source section (ncu_sections/IntelliPerfSource.section) under the
 labels of Nsight Compute's SourceCounters section; kernel totals of them are summed here, each
@@ -66,7 +72,17 @@ class InstructionTotal:
     kinds: tuple[Kind, ...] = ()
 
 
-Source = Metric | Total | Largest | InstructionTotal
+@dataclass(frozen=True)
+class InstructionPercent:
+    """One per-instruction column's kernel total as a percentage of another's, over the instructions of
+    ``kinds``; absent where the denominator's total is 0 (nothing to measure is not 0%)."""
+
+    numerator: Column
+    denominator: Column
+    kinds: tuple[Kind, ...]
+
+
+Source = Metric | Total | Largest | InstructionTotal | InstructionPercent
 
 _BUSY_BREAKDOWN: dict[Quantity, Source] = {
     Quantity.DRAM_BUSY_PCT: Metric("dram__throughput" + _PCT),
@@ -115,14 +131,13 @@ _QUANTITIES: dict[Quantity, Source] = {
     Quantity.DRAM_SECTORS_READ: Metric("dram__sectors_read.sum"),
     Quantity.L1_LOAD_HIT_PCT: Metric("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"),
     Quantity.L2_READ_HIT_PCT: Metric("lts__t_sector_op_read_hit_rate.pct"),
-    Quantity.BYTES_USED_PER_SECTOR_PCT: Metric(
-        "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
+    Quantity.BYTES_USED_PER_SECTOR_PCT: InstructionPercent(
+        Column.GLOBAL_SECTORS_IDEAL, Column.GLOBAL_SECTORS, (Kind.GLOBAL_LOAD,)
     ),
     Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN: Metric("smsp__inst_executed_op_global_red.sum"),
     Quantity.ATOMIC_INSTRUCTIONS_RETURN: Largest(
         (
             "smsp__inst_executed_op_global_atom.sum",
-            "smsp__sass_inst_executed_op_global_atom.sum",
             "smsp__inst_executed_op_generic_atom.sum",
         )
     ),
@@ -201,9 +216,16 @@ def _value(source: Source, metrics: Mapping[str, float], instructions: Sequence[
         return max(present) if present else None
     if not instructions:
         return None
-    return sum(
-        i.metrics.get(source.column, 0.0) for i in instructions if not source.kinds or i.kind in source.kinds
-    )
+    if isinstance(source, InstructionPercent):
+        denominator = _instruction_total(instructions, source.denominator, source.kinds)
+        if denominator <= 0:
+            return None
+        return 100.0 * _instruction_total(instructions, source.numerator, source.kinds) / denominator
+    return _instruction_total(instructions, source.column, source.kinds)
+
+
+def _instruction_total(instructions: Sequence[Instruction], column: Column, kinds: tuple[Kind, ...]) -> float:
+    return sum(i.metrics.get(column, 0.0) for i in instructions if not kinds or i.kind in kinds)
 
 
 def _number(metrics: Mapping[str, float], name: str) -> float | None:

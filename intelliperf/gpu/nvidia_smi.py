@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from intelliperf.gpu.smi import GpuInfo, Scan, run_tool
 
-__all__ = ["QUERY", "parse_query", "probe_nvidia", "scan_nvidia"]
+__all__ = ["QUERY", "parse_query", "scan_nvidia"]
 
 QUERY = "index,name,compute_cap,memory.total,driver_version"
 
@@ -16,11 +16,6 @@ def scan_nvidia() -> Scan:
     if isinstance(output, Scan):
         return output
     return parse_query(output)
-
-
-def probe_nvidia() -> list[GpuInfo]:
-    """NVIDIA GPUs; none when nvidia-smi is missing, fails or says something else."""
-    return list(scan_nvidia().gpus)
 
 
 def parse_query(text: str) -> Scan:

@@ -19,6 +19,14 @@ def test_each_plan_asks_ncu_for_what_it_says(tmp_path) -> None:  # type: ignore[
     commands = plan_commands(names, ["gpu__time_duration.sum", "launch__grid_size"], tmp_path)
     [one_run] = commands["one_run"]
     assert "--section" in one_run and "--metrics" in one_run and "--page" in one_run
+    [with_sass] = commands["with_sass_kernel_metrics"]
+    assert with_sass[with_sass.index("--metrics") + 1].split(",") == [
+        "gpu__time_duration.sum",
+        "launch__grid_size",
+        "smsp__sass_inst_executed_op_global_atom.sum",
+        "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+    ]
+    assert _without_metrics(with_sass) == _without_metrics(one_run)
     [kernel_level] = commands["kernel_level_only"]
     assert "--section" not in kernel_level and "--page" not in kernel_level and "--metrics" in kernel_level
     [source_only] = commands["source_section_only"]
@@ -36,3 +44,8 @@ def test_each_plan_asks_ncu_for_what_it_says(tmp_path) -> None:  # type: ignore[
     assert floor[floor.index("--kernel-id") + 1] == "::regex:^(no_kernel_is_named_this)$:1"
     assert commands["plain"] == [[]]
     assert all(c[c.index("--clock-control") + 1] == "none" for runs in commands.values() for c in runs if c)
+
+
+def _without_metrics(command: list[str]) -> list[str]:
+    at = command.index("--metrics")
+    return command[:at] + command[at + 2 :]

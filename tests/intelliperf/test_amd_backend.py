@@ -35,6 +35,7 @@ MI300X = DeviceInfo(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", sm_
 LDS = "lds_transpose(float*, float const*)"
 SCATTER = "scatter_add(float*, int const*, float const*, int)"
 SAXPY = "saxpy(int, float, float const*, float*)"
+STRIDED = "strided_copy(float*, float const*, int)"
 
 
 def verdicts(profile) -> dict[str, tuple[bool, bool]]:  # type: ignore[no-untyped-def]
@@ -62,8 +63,13 @@ def test_the_same_formulas_decide_the_same_way_from_nvidia_recordings_and_amd_co
     assert nvidia_conflicts["bankConflict"] == amd_conflicts["bankConflict"] == (True, True)
     nvidia_divergent, amd_divergent = verdicts(main_profile("divergent_lanes")), verdicts(profiles[SCATTER])
     assert nvidia_divergent["branchDivergence"] == amd_divergent["branchDivergence"] == (True, True)
+    nvidia_strided, amd_strided = verdicts(main_profile("strided_copy")), verdicts(profiles[STRIDED])
+    assert nvidia_strided["memoryAccess"] == amd_strided["memoryAccess"] == (True, True)
+    # scattered atomics are the atomics formula's business, not uncoalesced loads and stores
+    nvidia_scatter = verdicts(main_profile("scatter_atomic"))
+    assert nvidia_scatter["memoryAccess"] == amd_divergent["memoryAccess"] == (True, False)
     nvidia_clean, amd_clean = verdicts(main_profile("clean_saxpy")), verdicts(profiles[SAXPY])
-    for formula in ("bankConflict", "branchDivergence"):
+    for formula in ("bankConflict", "branchDivergence", "memoryAccess"):
         assert nvidia_clean[formula] == amd_clean[formula] == (True, False)
     assert not any(present for _, present in amd_clean.values())
 
@@ -71,28 +77,40 @@ def test_the_same_formulas_decide_the_same_way_from_nvidia_recordings_and_amd_co
 def test_what_amd_cannot_measure_yet_is_undecided_and_named_never_zero(amd_profiles: dict) -> None:
     lds = amd_profiles["profiles"][LDS]
     by_name = {f.name: f.evaluate(lds) for f in formulas_for("auto")}
-    for name in ("memoryAccess", "registerPressure", "memoryLocality", "atomicContention"):
+    for name in ("registerPressure", "memoryLocality", "atomicContention"):
         assert not by_name[name].decided and not by_name[name].present, name
-    assert Quantity.GLOBAL_SECTORS in by_name["memoryAccess"].summary
+    assert by_name["memoryAccess"].decided
+    assert Quantity.LOCAL_BYTES_LOADED in by_name["registerPressure"].summary
     assert "l2_atomics_busiest_slice" in by_name["atomicContention"].summary
-    assert Quantity.GLOBAL_SECTORS not in lds.metrics and Quantity.LOCAL_BYTES_LOADED not in lds.metrics
+    assert Quantity.LOCAL_BYTES_LOADED not in lds.metrics and Quantity.DRAM_BUSY_PCT not in lds.metrics
 
 
 def test_amd_quantities_follow_the_documented_expressions(amd_profiles: dict) -> None:
     """From the fixture's first dispatch of lds_transpose: LDS active 4,194,304 cycles, 2,097,152 of them in
-    bank conflicts; GPU busy 112,350 cycles on 304 CUs; lane counts from SQ_THREAD_CYCLES_VALU."""
-    lds, scatter = amd_profiles["profiles"][LDS].metrics, amd_profiles["profiles"][SCATTER].metrics
+    bank conflicts; GPU busy 898,800 cycles summed over the MI300X's 8 XCDs of 38 CUs; lane counts from
+    SQ_THREAD_CYCLES_VALU. strided_copy: 32,768 wavefront instructions through the TA sent 2,097,152
+    thread-requests, where 16 each are ideal (rocprof-compute's Coalescing, 25%)."""
+    profiles = amd_profiles["profiles"]
+    lds, scatter, strided = profiles[LDS].metrics, profiles[SCATTER].metrics, profiles[STRIDED].metrics
     assert (
         lds[Quantity.SHARED_ACCESS_UNITS] == 4194304 and lds[Quantity.SHARED_ACCESS_UNITS_EXCESS] == 2097152
     )
     assert lds[Quantity.SHARED_ACCESS_UNITS_IDEAL] == 4194304 - 2097152
-    assert lds[Quantity.SHARED_PIPE_BUSY_PCT] == pytest.approx(100 * 4194304 / (112350 * 304))
+    assert lds[Quantity.SHARED_PIPE_BUSY_PCT] == pytest.approx(100 * 4194304 / (898800 / 8 * 304))
     assert lds[Quantity.ACTIVE_THREADS_PER_INSTRUCTION] == pytest.approx(64)
     assert scatter[Quantity.ACTIVE_THREADS_PER_INSTRUCTION] == pytest.approx(20)
-    assert scatter[Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN] == 16384
+    assert Quantity.ATOMIC_INSTRUCTIONS_NO_RETURN not in scatter  # TCP counts requests, not instructions
     assert lds[Quantity.BLOCK_SIZE] == 32 * 8 and lds[Quantity.GRID_SIZE] == (4096 * 1024) / (32 * 8)
     assert lds[Quantity.REGISTERS_PER_THREAD] == 16
     assert lds[Quantity.KERNEL_TIME_NS] == 51000  # the median of its four dispatches
+    assert (
+        strided[Quantity.GLOBAL_SECTORS] == 2097152 and strided[Quantity.GLOBAL_SECTORS_IDEAL] == 16 * 32768
+    )
+    assert strided[Quantity.GLOBAL_SECTORS_EXCESS] == 2097152 - 16 * 32768
+    # scatter_add: 64 requests for each of its 16,384 atomic instructions are left out, as are the atomics
+    assert scatter[Quantity.GLOBAL_SECTORS] == scatter[Quantity.GLOBAL_SECTORS_IDEAL] == 16 * 2 * 16384
+    assert strided[Quantity.L2_BUSY_PCT] == pytest.approx(77, abs=1e-3)  # TCC_BUSY_sum / (16 x GRBM)
+    assert strided[Quantity.L1_BUSY_PCT] == pytest.approx(60, abs=1e-3)  # TCP_GATE_EN2_sum / _EN1_sum
 
 
 def test_the_counter_pass_runs_one_rocprofv3_pass_per_needed_group_on_the_top_kernels(
@@ -105,7 +123,8 @@ def test_the_counter_pass_runs_one_rocprofv3_pass_per_needed_group_on_the_top_ke
     assert all(c[c.index("--kernel-iteration-range") + 1] == "[1]" for c in passes)
     assert (amd_profiles["record"] / "trace").is_dir() and (amd_profiles["record"] / "counters").is_dir()
     assert counters_for([Quantity.SHARED_PIPE_BUSY_PCT]) == [COUNTER_GROUPS[0]]
-    assert counters_for([Quantity.GLOBAL_SECTORS]) == []
+    assert counters_for([Quantity.GLOBAL_SECTORS]) == [COUNTER_GROUPS[2], COUNTER_GROUPS[3]]
+    assert counters_for([Quantity.LOCAL_BYTES_LOADED]) == []
 
 
 def test_a_quantity_whose_counters_are_missing_is_left_out() -> None:
@@ -115,6 +134,26 @@ def test_a_quantity_whose_counters_are_missing_is_left_out() -> None:
         {"SQ_LDS_IDX_ACTIVE": 10.0, "GRBM_GUI_ACTIVE": 5.0}, MI300X.model_copy(update={"sm_count": None})
     )
     assert Quantity.SHARED_PIPE_BUSY_PCT not in without_cus
+
+
+def test_cycles_are_per_xcd_and_an_unknown_xcd_count_leaves_the_utilizations_out() -> None:
+    """rocprofv3 sums GRBM_GUI_ACTIVE over a GPU's XCDs; rocprof-compute divides it by their number."""
+    counters = {
+        "SQ_ACTIVE_INST_VALU": 38.0 * 100,
+        "GRBM_GUI_ACTIVE": 8 * 200.0,
+        "TCC_BUSY_sum": 16 * 8 * 50.0,
+    }
+    mi300x = kernel_quantities(counters, MI300X)  # 304 CUs: 8 XCDs of 38
+    assert mi300x[Quantity.ISSUE_BUSY_PCT] == pytest.approx(100 * 3800 / (200 * 304))
+    one_xcd = kernel_quantities(counters, MI300X.model_copy(update={"sm_count": 38}))  # a CPX partition
+    assert one_xcd[Quantity.ISSUE_BUSY_PCT] == pytest.approx(100 * 3800 / (1600 * 38))
+    mi308x = kernel_quantities(counters, MI300X.model_copy(update={"sm_count": 80}))  # 4 XCDs of 20
+    assert Quantity.ISSUE_BUSY_PCT not in mi308x
+    assert mi308x[Quantity.L2_BUSY_PCT] == mi300x[Quantity.L2_BUSY_PCT] == pytest.approx(100 * 50 / 200)
+    mi250x = MI300X.model_copy(update={"arch": "gfx90a", "sm_count": 110})  # one XCD, 32 L2 channels
+    assert kernel_quantities(counters, mi250x)[Quantity.L2_BUSY_PCT] == pytest.approx(
+        100 * 6400 / (32 * 1600)
+    )
 
 
 def test_an_architecture_without_a_counter_table_is_refused(
@@ -184,11 +223,11 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
         cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert "rocprofv3 --kernel-trace" in run.stderr and "rocprofv3 on 3 kernel(s)" in run.stderr
+    assert "rocprofv3 --kernel-trace" in run.stderr and "rocprofv3 on 4 kernel(s)" in run.stderr
     report = json.loads(report_file.read_text())
     assert report["device"]["vendor"] == "amd" and report["device"]["arch"] == "gfx942"
     present = {(d["kernel"], d["formula"]) for d in report["diagnoses"] if d["present"]}
-    assert present == {(SCATTER, "branchDivergence"), (LDS, "bankConflict")}
+    assert present == {(SCATTER, "branchDivergence"), (LDS, "bankConflict"), (STRIDED, "memoryAccess")}
     assert any("rocprofv3 counts per kernel" in w for w in report["warnings"])
     conflicts = next(d for d in report["diagnoses"] if d["present"] and d["kernel"] == LDS)
     [where] = conflicts["locations"]

@@ -9,12 +9,14 @@ import pytest
 from formulas.base import Instruction
 from formulas.quantities import Column, Kind, Quantity
 from formulas.selection import formulas_for, metrics_for
+from intelliperf.gpu.ncu import RAW_PAGE, parse_raw_csv
 from intelliperf.gpu.nvidia_metrics import (
     instruction_kind,
     kernel_quantities,
     ncu_metrics,
     semantic_instruction,
 )
+from tests.recorded import BY_NAME, RECORDED, main_profile
 
 PCT = ".avg.pct_of_peak_sustained_elapsed"
 
@@ -44,7 +46,7 @@ def test_the_counter_pass_asks_for_the_architectures_metrics() -> None:
 def test_n_a_is_absent_alternatives_take_the_largest_and_sums_need_every_part() -> None:
     raw = {
         "smsp__inst_executed_op_global_atom.sum": math.nan,  # n/a on sm_90
-        "smsp__sass_inst_executed_op_global_atom.sum": 40.0,
+        "smsp__sass_inst_executed_op_global_atom.sum": 50.0,  # not asked for: a replay pass of its own
         "smsp__inst_executed_op_generic_atom.sum": 41.0,
         "lts__t_sectors_op_red.max": 100.0,
         "lts__t_sectors_op_atom.max": 5.0,
@@ -111,3 +113,45 @@ def test_instruction_kinds_from_sass(sass: str, kind: Kind) -> None:
 
 def test_every_quantity_has_a_source_on_hopper() -> None:
     assert ncu_metrics(list(Quantity), "sm_90")
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_89"])
+def test_no_kernel_level_sass_patched_metric_is_asked_for(arch: str) -> None:
+    """smsp__sass_* metrics opened a replay pass of their own beside the source section's (6 passes per
+    kernel on an H100 with them, 5 without); the section's columns measure the same."""
+    assert not [name for name in ncu_metrics(list(Quantity), arch) if name.startswith("smsp__sass_")]
+
+
+def test_bytes_used_per_sector_is_the_loads_ideal_sectors_over_their_sectors() -> None:
+    def load(ideal: float, sectors: float) -> Instruction:
+        columns = {"L2 Theoretical Sectors Global Ideal": ideal, "L2 Theoretical Sectors Global": sectors}
+        return semantic_instruction(Instruction("0x10", "LDG.E R2, desc[UR4][R2.64]", columns))
+
+    store = semantic_instruction(
+        Instruction("0x20", "STG.E [R4], R6", {"L2 Theoretical Sectors Global Ideal": 8.0})
+    )
+    found = kernel_quantities({}, (load(4.0, 32.0), load(4.0, 4.0), store), "sm_90")
+    assert found[Quantity.BYTES_USED_PER_SECTOR_PCT] == pytest.approx(100.0 * 8.0 / 36.0)
+    # A kernel without global loads has no such percentage (ncu printed 0 for it: that is not a measurement).
+    assert Quantity.BYTES_USED_PER_SECTOR_PCT not in kernel_quantities({}, (store,), "sm_90")
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in RECORDED.iterdir() if p.name in BY_NAME))
+def test_the_source_sections_loads_give_what_ncus_sass_counters_gave_on_every_recorded_kernel(
+    example: str,
+) -> None:
+    for variant in ("original", "fixed"):
+        folder = RECORDED / example / variant
+        raw = {kernel.name: kernel.metrics for kernel in parse_raw_csv((folder / RAW_PAGE).read_text())}
+        kernel = main_profile(example, variant)
+        recorded = raw[kernel.name]
+        bytes_per_sector = recorded["smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"]
+        derived = kernel.optional(Quantity.BYTES_USED_PER_SECTOR_PCT)
+        if derived is None:
+            loads = kernel.instruction_total(Column.GLOBAL_SECTORS, lambda i: i.kind is Kind.GLOBAL_LOAD)
+            assert bytes_per_sector == 0.0 and loads == 0.0
+        else:
+            assert derived == pytest.approx(bytes_per_sector, abs=0.1)
+        sass_atomics = recorded.get("smsp__sass_inst_executed_op_global_atom.sum")
+        if sass_atomics:
+            assert kernel.metric(Quantity.ATOMIC_INSTRUCTIONS_RETURN) == sass_atomics
