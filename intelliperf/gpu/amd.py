@@ -20,7 +20,7 @@ from formulas.base import KernelProfile
 from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, RankedKernel
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.amd_counters import counters_for, kernel_quantities, supported
+from intelliperf.gpu.amd_counters import counters_for, kernel_quantities, launch_quantities, supported
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
 from intelliperf.gpu.rocprof import KernelResources, collect_counters, trace_kernels
@@ -109,7 +109,7 @@ class AmdBackend(GpuBackend):
         quantities[Quantity.KERNEL_TIME_NS.value] = kernel.median_ns
         resources = self._resources.get(kernel.name)
         if resources is not None:
-            quantities.update(_launch_quantities(resources))
+            quantities.update(launch_quantities(resources))
         return KernelProfile(
             name=kernel.name,
             demangled=kernel.demangled,
@@ -127,17 +127,3 @@ class AmdBackend(GpuBackend):
         target = self.record / name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(folder, target)
-
-
-def _launch_quantities(resources: KernelResources) -> dict[str, float]:
-    found: dict[str, float] = {}
-    if resources.vgpr_count is not None:
-        found[Quantity.REGISTERS_PER_THREAD.value] = float(resources.vgpr_count)
-    if resources.workgroup_size is not None:
-        x, y, z = resources.workgroup_size
-        found[Quantity.BLOCK_SIZE.value] = float(x * y * z)
-        if resources.grid_size is not None:
-            gx, gy, gz = resources.grid_size  # work-items on AMD
-            threads = x * y * z
-            found[Quantity.GRID_SIZE.value] = float(-(-gx * gy * gz // threads)) if threads else 0.0
-    return found

@@ -46,8 +46,9 @@ from dataclasses import dataclass
 
 from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo
+from intelliperf.gpu.rocprof import KernelResources
 
-__all__ = ["COUNTER_GROUPS", "counters_for", "kernel_quantities", "supported"]
+__all__ = ["COUNTER_GROUPS", "counters_for", "kernel_quantities", "launch_quantities", "supported"]
 
 COUNTER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("GRBM_GUI_ACTIVE", "SQ_LDS_IDX_ACTIVE", "SQ_LDS_BANK_CONFLICT", "SQ_ACTIVE_INST_VALU"),
@@ -105,9 +106,7 @@ def _cu_busy(counter: str) -> Callable[[Counters, DeviceInfo], float | None]:
 
     def busy(c: Counters, device: DeviceInfo) -> float | None:
         cycles = _cycles_per_xcd(c, device)
-        return (
-            None if cycles is None or not device.sm_count else _percent(c[counter], cycles * device.sm_count)
-        )
+        return None if cycles is None else _percent(c[counter], cycles * (device.sm_count or 0))
 
     return busy
 
@@ -191,4 +190,20 @@ def kernel_quantities(counters: Counters, device: DeviceInfo) -> dict[str, float
             value = entry.value(counters, device)
             if value is not None:
                 found[quantity.value] = float(value)
+    return found
+
+
+def launch_quantities(resources: KernelResources) -> dict[str, float]:
+    """The quantities the kernel trace gives for a kernel's launch: VGPRs per work-item, workgroup and grid
+    sizes (rocprofv3 counts the grid in work-items; the formulas count blocks)."""
+    found: dict[str, float] = {}
+    if resources.vgpr_count is not None:
+        found[Quantity.REGISTERS_PER_THREAD.value] = float(resources.vgpr_count)
+    if resources.workgroup_size is not None:
+        x, y, z = resources.workgroup_size
+        found[Quantity.BLOCK_SIZE.value] = float(x * y * z)
+        if resources.grid_size is not None:
+            gx, gy, gz = resources.grid_size  # work-items on AMD
+            threads = x * y * z
+            found[Quantity.GRID_SIZE.value] = float(-(-gx * gy * gz // threads)) if threads else 0.0
     return found

@@ -92,7 +92,7 @@ _BUSY_BREAKDOWN: dict[Quantity, Source] = {
 
 _BUSY_BY_ARCH: dict[str, dict[Quantity, Source]] = {
     "sm_90": {
-        Quantity.DRAM_BUSY_PCT: Metric("dram__throughput" + _PCT),
+        **_BUSY_BREAKDOWN,
         Quantity.L2_BUSY_PCT: Largest(
             tuple(
                 name + _PCT
