@@ -54,8 +54,8 @@ from intelliperf.contract.report import BufferComparison, LaunchComparison
 from intelliperf.errors import ValidationError
 
 from .capture import Buffer, Capture, Launch, Param
+from .float_bound import Tolerance, check_floats, noise_factor, reference_stats
 from .signature import ParamType, element_type, parse_parameters
-from .stats import t_two_sided_quantile
 
 __all__ = ["DEFAULT_ALPHA", "Comparison", "compare_captures", "reference_disagrees"]
 
@@ -285,19 +285,6 @@ def _reference_writes(pair: _Pair) -> bool:
     return not all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
 
 
-@dataclass(frozen=True)
-class _Tolerance:
-    """What bounds one output's elements (the module docstring gives the formula)."""
-
-    atol: float
-    rtol: float
-    rounding: float  # u * sqrt(N): relative allowance for another order of the same float operations
-    noise_k: float  # k * sqrt(1 + 1/n): multiplies the reference runs' standard deviation
-
-    def allowed(self, center: np.ndarray, std: np.ndarray) -> np.ndarray:
-        return self.atol + (self.rtol + self.rounding) * np.abs(center) + self.noise_k * std
-
-
 @dataclass
 class _Chunk:
     """One chunk of a written buffer, compared: values as float64, and which elements are out of bounds."""
@@ -335,46 +322,18 @@ def _exact_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str | None) 
     )
 
 
-def _mean_std(refs: list[np.ndarray], element: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The reference runs' first values, mean and sample standard deviation, streamed over the runs.
-    Sums of differences from the first run keep the variance exact where values are large and their
-    spread tiny; elements that are not finite in every run get the first run's value and no spread."""
-    first = _as_float(refs[0], element)
-    n = len(refs)
-    with np.errstate(invalid="ignore", over="ignore"):
-        finite = np.isfinite(first)
-        s1 = np.zeros_like(first)
-        s2 = np.zeros_like(first)
-        for raw in refs[1:]:
-            d = _as_float(raw, element) - first
-            finite &= np.isfinite(d)
-            d = np.where(finite, d, 0.0)
-            s1 += d
-            s2 += d * d
-        mean_d = s1 / n
-        var = np.maximum(s2 - n * mean_d * mean_d, 0.0) / (n - 1) if n > 1 else np.zeros_like(first)
-    mean = np.where(finite, first + mean_d, first)
-    std = np.where(finite, np.sqrt(var), 0.0)
-    return first, mean, std
-
-
-def _float_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str, tolerance: _Tolerance) -> _Chunk:
-    first, mean, std = _mean_std(refs, element)
+def _float_chunk(refs: list[np.ndarray], cand: np.ndarray, element: str, tolerance: Tolerance) -> _Chunk:
+    reference = reference_stats(_as_float(raw, element) for raw in refs)
     c = _as_float(cand, element)
-    with np.errstate(invalid="ignore", over="ignore"):
-        allowed = tolerance.allowed(np.where(np.isfinite(mean), mean, 0.0), std)
-        finite = np.isfinite(mean) & np.isfinite(c)
-        abs_err = np.where(finite, np.abs(c - mean), 0.0)
-        same_special = (np.isnan(first) & np.isnan(c)) | (np.isinf(first) & (c == first))
-        nan_inf = ~finite & ~same_special
+    check = check_floats(reference, c, tolerance)
     return _Chunk(
-        bad=(abs_err > allowed) | nan_inf,
+        bad=check.bad,
         candidate=c,
-        reference=mean,
-        allowed=allowed,
-        abs_err=abs_err,
-        noise=std,
-        nan_inf=int(np.count_nonzero(nan_inf)),
+        reference=reference.mean,
+        allowed=check.allowed,
+        abs_err=check.abs_err,
+        noise=reference.std,
+        nan_inf=int(np.count_nonzero(check.nan_inf)),
     )
 
 
@@ -409,14 +368,11 @@ def _noisy_elements(pair: _Pair, size: int, chunks: Sequence[tuple[int, int]]) -
     return noisy
 
 
-def _tolerance(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int, noisy: int) -> _Tolerance:
+def _tolerance(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int, noisy: int) -> Tolerance:
     """The tolerance of one float output with ``noisy`` elements where the reference runs disagree."""
-    n = len(pair.refs_after)
-    noise_k = 0.0
-    if noisy:
-        noise_k = t_two_sided_quantile(alpha / noisy, n - 1) * math.sqrt(1.0 + 1.0 / n)
     rounding = _UNIT_ROUNDOFF.get(pair.element or "", 0.0) * math.sqrt(max(terms, 1))
-    return _Tolerance(atol=atol, rtol=rtol, rounding=rounding, noise_k=noise_k)
+    noise_k = noise_factor(alpha, noisy, len(pair.refs_after))
+    return Tolerance(atol=atol, rtol=rtol, rounding=rounding, noise_k=noise_k)
 
 
 def _element_stats(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int) -> _ElementStats:

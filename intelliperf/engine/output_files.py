@@ -5,13 +5,14 @@ A file is read as numbers: a NumPy ``.npy`` array, else every number in its text
 other separators). The reference is run several times (``calibration_runs``, and up to ``noise_runs`` when
 those disagree); per element, the candidate must lie within ``atol + rtol * |mean| + k * std`` of the
 reference runs' mean, where ``k = t(alpha / noisy, n - 1) * sqrt(1 + 1/n)`` covers their own scatter over
-the ``noisy`` elements where they differ (0 where every run agreed), as Accordo bounds a float buffer. A NaN
-or Inf must be where the reference has the same one; a different number of values fails outright.
+the ``noisy`` elements where they differ (0 where every run agreed). The bound is Accordo's own
+(accordo/float_bound.py), so a value passes or fails alike in a file and in a kernel's buffer: where a
+reference run is not finite the element is judged against the first run, a NaN or Inf must be where the
+first run has the same one, and a different number of values fails outright.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accordo.stats import t_two_sided_quantile
+from accordo.float_bound import Tolerance, check_floats, noise_factor, reference_stats
 
 __all__ = ["FileVerdict", "compare_file", "disagree", "read_numbers", "snapshot"]
 
@@ -62,21 +63,14 @@ def compare_file(
     if candidate.size != references[0].size:
         reason = f"{name}: the rewrite wrote {candidate.size} values, the original {references[0].size}"
         return FileVerdict(name, False, reason, 0, 0)
-    stacked = np.vstack(references)
-    first = stacked[0]
-    finite = np.all(np.isfinite(stacked), axis=0)
-    noisy = int(np.count_nonzero(np.any(stacked != first, axis=0) & finite))
-    n = len(references)
-    with np.errstate(invalid="ignore", over="ignore"):
-        mean = np.where(finite, stacked.mean(axis=0), first)
-        std = np.where(finite, stacked.std(axis=0, ddof=1), 0.0) if n > 1 else np.zeros_like(first)
-        k = t_two_sided_quantile(alpha / noisy, n - 1) * math.sqrt(1.0 + 1.0 / n) if noisy and n > 1 else 0.0
-        allowed = atol + rtol * np.abs(np.where(finite, mean, 0.0)) + k * std
-        both = finite & np.isfinite(candidate)
-        error = np.where(both, np.abs(candidate - mean), 0.0)
-        same_special = (np.isnan(first) & np.isnan(candidate)) | (np.isinf(first) & (candidate == first))
-        special = ~both & ~same_special
-    bad = np.flatnonzero((error > allowed) | special)
+    reference = reference_stats(references)
+    noisy = int(np.count_nonzero(_runs_differ(references)))
+    tolerance = Tolerance(
+        atol=atol, rtol=rtol, rounding=0.0, noise_k=noise_factor(alpha, noisy, len(references))
+    )
+    check = check_floats(reference, candidate, tolerance)
+    mean, allowed = reference.mean, check.allowed
+    bad = np.flatnonzero(check.bad)
     if bad.size == 0:
         return FileVerdict(name, True, None, int(candidate.size), noisy)
     i = int(bad[0])
@@ -85,6 +79,15 @@ def compare_file(
         f"{candidate[i]:.9g} where the original's runs give {mean[i]:.9g} +/- {allowed[i]:.3g}"
     )
     return FileVerdict(name, False, reason, int(candidate.size), noisy)
+
+
+def _runs_differ(runs: Sequence[np.ndarray]) -> np.ndarray:
+    """Per element, whether some reference run differs from the first (NaN equals NaN), as Accordo counts
+    the elements where a buffer's runs disagree."""
+    differ = np.zeros(runs[0].shape, dtype=bool)
+    for run in runs[1:]:
+        differ |= ~((run == runs[0]) | (np.isnan(run) & np.isnan(runs[0])))
+    return differ
 
 
 def snapshot(folder: Path, names: Sequence[str]) -> dict[str, np.ndarray]:

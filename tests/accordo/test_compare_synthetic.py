@@ -165,3 +165,41 @@ def test_repeated_launches_are_compared_once_with_the_same_verdicts(
     calls.clear()
     plain = compare_captures([captures["ref"]], captures["plain"], atol=1e-6, rtol=1e-5)
     assert len(calls) == 50 * 2 and plain.launches == deduped.launches
+
+
+REFERENCE_RUNS = [  # elements: agreed, noisy, finite in two runs and NaN in one, NaN in every run
+    np.array([1.0, 5.0, 2.0, np.nan]),
+    np.array([1.0, 5.01, np.nan, np.nan]),
+    np.array([1.0, 4.99, 2.0, np.nan]),
+]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "passes"),
+    [
+        ([1.0, 5.005, 2.0, np.nan], True),  # within the runs' noise; the mixed element against the first run
+        ([1.0, 5.5, 2.0, np.nan], False),  # far outside the noise
+        ([1.0, 5.0, 2.5, np.nan], False),  # the mixed element off the first run's value
+        ([1.0, 5.0, np.nan, np.nan], False),  # NaN where the first run has a number
+        ([1.0, 5.0, 2.0, 0.0], False),  # a number where every run has NaN
+    ],
+)
+def test_a_kernel_buffer_and_an_output_file_are_bounded_alike(
+    tmp_path: Path, candidate: list[float], passes: bool
+) -> None:
+    """One bound (accordo.float_bound) for a kernel's float buffer and for a file the application writes."""
+    from intelliperf.engine.output_files import compare_file
+
+    before = np.zeros(4, np.float64)
+    refs = [
+        build(tmp_path, f"ref{i}", "k(double*)", [[("ptr", before, run)]])
+        for i, run in enumerate(REFERENCE_RUNS)
+    ]
+    cand = np.array(candidate)
+    buffer = compare_captures(
+        refs, build(tmp_path, "cand", "k(double*)", [[("ptr", before, cand)]]), atol=1e-6, rtol=1e-5
+    )
+    in_file = compare_file("out.txt", REFERENCE_RUNS, cand, atol=1e-6, rtol=1e-5, alpha=0.01)
+    assert buffer.passed is passes
+    assert in_file.passed is passes
+    assert in_file.noisy == buffer.launches[0].buffers[0].noisy_elements
