@@ -4,7 +4,8 @@ Per example: the plain run; Nsight Compute's floor (the application under ncu wi
 section folder and a kernel filter that matches nothing: ncu's start-up and injection, no replay); the
 profiling run exactly as the counter pass issues it (`intelliperf.gpu.ncu.profile_command`: the formulas'
 metrics, our source section, the source page printed into the log); the raw page as the counter pass
-reads it (`read_raw_page`: ncu's report reader) and, for comparison, as ncu exports it; and the
+reads it (`read_raw_page`: ncu's report reader, only the pass's metrics and the device's facts) and, for
+comparison, as the reader reads every metric and as ncu exports it; and the
 SASS-page export it no longer needs. Each timing is the median of --repeats. The fit at the end is a
 least-squares line through (profiled kernels, profiling run - floor): what each profiled kernel adds (all
 its replay passes) and what profiling costs beyond the floor whatever the number of kernels.
@@ -18,9 +19,11 @@ pass as it is (`one_run`); the formulas' kernel-level metrics alone and our sour
 two-stage plan (kernel-level metrics for every top kernel, then the source section only for the kernels
 where a formula fires: here the hottest one and the hottest three, since which fire is known only after
 the first stage); with the two kernel-level SASS-patched metrics the pass asked for until 2026-11-25
-(`with_sass_kernel_metrics`: 6 replay passes per kernel where the pass now makes 5); without
-`--import-source`; with `--cache-control none` (no cache flush between replay passes, which would change
-what the hit-rate metrics mean); application replay; the floor; the plain run.
+(`with_sass_kernel_metrics`); with the L1 bytes per memory space and the two cache hit rates it asked
+for until 2026-11-26 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel where the pass now makes
+4); without
+`--import-source`; with `--cache-control none` (no cache flush between replay passes, which would make the
+DRAM and L2 counters depend on the pass before); application replay; the floor; the plain run.
 
     python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
 """
@@ -58,6 +61,7 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     read_raw_page,
 )
 from intelliperf.gpu.nvidia_metrics import ncu_metrics  # noqa: E402
+from intelliperf.gpu.profiles import DEVICE_METRICS  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 SASS_KERNEL_METRICS = (
@@ -65,6 +69,16 @@ SASS_KERNEL_METRICS = (
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
 )
 """What the counter pass asked for until the source section's columns replaced them (nvidia_metrics.py)."""
+L1_BYTES_AND_HIT_RATES = (
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
+    "lts__t_sector_op_read_hit_rate.pct",
+)
+"""What it asked for until 2026-11-26: the bytes now come from the source section's columns, and the hit
+rates decided nothing (nvidia_metrics.py)."""
 
 CASES = {  # example, binary: one, two and eight profiled kernels
     "divergent_lanes": "bin/divergent_lanes",
@@ -114,13 +128,16 @@ def measure(example: str, binary: str, repeats: int, record: Path | None) -> dic
     with tempfile.TemporaryDirectory() as tmp:
         report, log = Path(tmp) / "profile.ncu-rep", Path(tmp) / "ncu.log"
         profile = profile_command("ncu", argv, kernel_names=names, metrics=metrics, report=report, log=log)
-        floor, runs, reader, raw, sass = [], [], [], [], []
+        floor, runs, reader, every, raw, sass = [], [], [], [], [], []
         for _ in range(repeats):
             floor.append(timed(floor_cmd + argv, cwd)[0])
             runs.append(timed(profile, cwd)[0])
             started = time.perf_counter()
-            page = read_raw_page("ncu", report)
+            page = read_raw_page("ncu", report, metrics=[*metrics, *DEVICE_METRICS])
             reader.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            read_raw_page("ncu", report)
+            every.append(time.perf_counter() - started)
             export = ["ncu", "--import", str(report), "--page"]
             raw.append(timed([*export, *EXPORTS[RAW_PAGE]], cwd)[0])
             sass.append(timed([*export, *EXPORTS[SASS_PAGE]], cwd)[0])
@@ -140,6 +157,7 @@ def measure(example: str, binary: str, repeats: int, record: Path | None) -> dic
         "ncu_floor_s": round(statistics.median(floor), 4),
         "profile_s": round(statistics.median(runs), 4),
         "raw_reader_s": round(statistics.median(reader), 4),
+        "raw_reader_every_metric_s_not_needed": round(statistics.median(every), 4),
         "raw_export_s_not_needed": round(statistics.median(raw), 4),
         "sass_export_s_not_needed": round(statistics.median(sass), 4),
     }
@@ -169,9 +187,12 @@ def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, 
     source_only = _without(one_run, "--metrics")
     with_sass = list(one_run)
     with_sass[one_run.index("--metrics") + 1] = ",".join([*metrics, *SASS_KERNEL_METRICS])
+    with_l1_bytes = list(one_run)
+    with_l1_bytes[one_run.index("--metrics") + 1] = ",".join([*metrics, *L1_BYTES_AND_HIT_RATES])
     return {
         "one_run": [one_run],
         "with_sass_kernel_metrics": [with_sass],
+        "with_l1_bytes_and_hit_rates": [with_l1_bytes],
         "kernel_level_only": [kernel_level],
         "source_section_only": [source_only],
         "two_stage_source_for_1": [kernel_level, _with_kernels(source_only, names[:1])],

@@ -9,9 +9,10 @@ Numbers: the sectors the kernel's global loads need at best (requested bytes / 3
 source page's ideal L2 sectors of its global load instructions), the sectors L1 actually fetched from
 L2 and the sectors L2 read from DRAM. L2 reuse = min(ideal, fetched) / DRAM: how often each byte that
 came from DRAM was fetched from L2 again. Taking the ideal bounds away the excess of uncoalesced
-requests, so a strided copy whose neighbours hit in cache measures ~1, not its excess. The L1 and
-L2 hit rates and the bytes used per sector (what Nsight Compute's MemoryCacheAccessPattern rule
-reads) are reported beside them.
+requests, so a strided copy whose neighbours hit in cache measures ~1, not its excess. The bytes used
+per sector (what Nsight Compute's MemoryCacheAccessPattern rule reads) is reported beside them. The L1
+and L2 hit rates are not collected: they decide nothing here and cost the counter pass a replay pass
+per kernel (intelliperf/gpu/nvidia_metrics.py); the reuse says what they would.
 
 Decision: present when the L2 reuse is at least 4 and the estimated saving, the L2's utilization
 times the share of its traffic that on-chip reuse would remove (1 - 1/reuse), is at least 10%.
@@ -28,8 +29,6 @@ from intelliperf.contract import Diagnosis
 
 FETCHED = Quantity.L2_SECTORS_READ_BY_L1
 DRAM_READ = Quantity.DRAM_SECTORS_READ
-L1_LOAD_HIT = Quantity.L1_LOAD_HIT_PCT
-L2_READ_HIT = Quantity.L2_READ_HIT_PCT
 BYTES_PER_SECTOR = Quantity.BYTES_USED_PER_SECTOR_PCT
 
 MIN_REUSE = 4.0
@@ -44,8 +43,6 @@ class MemoryLocality(Formula):
         Quantity.GLOBAL_LOAD_SECTORS_IDEAL,
         FETCHED,
         DRAM_READ,
-        L1_LOAD_HIT,
-        L2_READ_HIT,
         BYTES_PER_SECTOR,
     )
     units = ("L2 cache",)
@@ -101,12 +98,8 @@ class MemoryLocality(Formula):
 
 
 def _evidence(kernel: KernelProfile) -> dict[str, float]:
-    found = {
-        "l1_load_hit_rate": kernel.optional(L1_LOAD_HIT),
-        "l2_read_hit_rate": kernel.optional(L2_READ_HIT),
-        "bytes_used_per_sector_pct": kernel.optional(BYTES_PER_SECTOR),
-    }
-    return {name: round(value, 2) for name, value in found.items() if value is not None}
+    used = kernel.optional(BYTES_PER_SECTOR)
+    return {} if used is None else {"bytes_used_per_sector_pct": round(used, 2)}
 
 
 def _ideal_load_sectors(row: SourceRow) -> float:

@@ -46,8 +46,6 @@ class Quantity(StrEnum):
 
     L2_SECTORS_READ_BY_L1 = "l2_sectors_read_by_l1"
     DRAM_SECTORS_READ = "dram_sectors_read"
-    L1_LOAD_HIT_PCT = "l1_load_hit_pct"
-    L2_READ_HIT_PCT = "l2_read_hit_pct"
     BYTES_USED_PER_SECTOR_PCT = "bytes_used_per_sector_pct"
 
     ATOMIC_INSTRUCTIONS_NO_RETURN = "atomic_instructions_no_return"

@@ -1,6 +1,7 @@
 """On the GPU: the counter pass's pages from one real report, as the product reads them.
 
-The raw page read with ncu's report reader agrees with ncu's own export of the same report, and the source
+The raw page read with ncu's report reader agrees with ncu's own export of the same report (and read for
+only the counter pass's metrics, with the values of the full read), and the source
 page our section makes the profiling run print has the columns the formulas read, for each of the eight
 instantiations of tile_sums' template kernel (kernels named by their mangled names). tile_sums has no
 shared-memory access, and ncu leaves out a column no instruction contributes to, so the shared-memory
@@ -30,6 +31,7 @@ from intelliperf.gpu.ncu import (
 )
 from intelliperf.gpu.ncu_source import parse_cuda_sass_view
 from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.profiles import DEVICE_METRICS
 
 pytestmark = pytest.mark.gpu
 
@@ -49,12 +51,13 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
     argv = ["./bin/tile_sums"]
     names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=EXAMPLE, timeout_s=300).stats), 10)]
     assert len(names) >= 8
+    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
     run = run_ncu(
         "ncu",
         argv,
         cwd=EXAMPLE,
         kernel_names=names,
-        metrics=ncu_metrics(metrics_for(formulas_for("auto")), "sm_90"),
+        metrics=metrics,
         workdir=tmp_path,
         timeout_s=300,
     )
@@ -62,6 +65,17 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
         "ncu's report reader (extras/python/ncu_report.py) is missing"
     )
     read = parse_raw_csv(read_raw_page("ncu", run.report))
+    # what the counter pass reads: only its metrics and the device's facts, each as the full read gives it
+    asked = [*metrics, *DEVICE_METRICS, "dram__no_such_metric.sum"]
+    slim = read_raw_page("ncu", run.report, metrics=asked)
+    assert slim.splitlines()[0] == ",".join(f'"{name}"' for name in ["ID", "Kernel Name", *asked])
+    for mine, full in zip(parse_raw_csv(slim), read, strict=True):
+        assert mine.name == full.name
+        assert mine.text["dram__no_such_metric.sum"] == "n/a"
+        for name in [*metrics, *DEVICE_METRICS]:  # n/a (atomics on sm_90) stays n/a
+            mine_value = (mine.metrics.get(name), mine.text.get(name))
+            assert mine_value == (full.metrics.get(name), full.text.get(name)), (mine.name, name)
+        assert mine.metrics[DEVICE_METRICS[0]] > 0
     exported = parse_raw_csv(export_page("ncu", run.report, *EXPORTS[RAW_PAGE]))
     assert sorted(k.name for k in read) == sorted(names)
     assert [k.name for k in read] == [k.name for k in exported]

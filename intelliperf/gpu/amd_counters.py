@@ -53,7 +53,7 @@ __all__ = ["COUNTER_GROUPS", "counters_for", "kernel_quantities", "launch_quanti
 COUNTER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("GRBM_GUI_ACTIVE", "SQ_LDS_IDX_ACTIVE", "SQ_LDS_BANK_CONFLICT", "SQ_ACTIVE_INST_VALU"),
     ("SQ_THREAD_CYCLES_VALU", "SQ_INSTS_VALU", "SQ_WAVES"),
-    ("TCP_TOTAL_ATOMIC_WITH_RET", "TCP_TOTAL_ATOMIC_WITHOUT_RET", "TCC_HIT_sum", "TCC_MISS_sum"),
+    ("TCP_TOTAL_ATOMIC_WITH_RET", "TCP_TOTAL_ATOMIC_WITHOUT_RET"),
     (
         "TCP_TOTAL_ACCESSES_sum",
         "TCP_GATE_EN1_sum",
@@ -115,10 +115,6 @@ def _l2_busy(c: Counters, device: DeviceInfo) -> float | None:
     return _percent(c["TCC_BUSY_sum"], L2_CHANNELS_PER_XCD[device.arch] * c["GRBM_GUI_ACTIVE"])
 
 
-def _l2_hit(c: Counters, device: DeviceInfo) -> float | None:
-    return _percent(c["TCC_HIT_sum"], c["TCC_HIT_sum"] + c["TCC_MISS_sum"])
-
-
 ATOMIC_REQUESTS = ("TCP_TOTAL_ATOMIC_WITH_RET", "TCP_TOTAL_ATOMIC_WITHOUT_RET")
 ATOMIC_WAVEFRONTS = ("TA_FLAT_ATOMIC_WAVEFRONTS_sum", "TA_BUFFER_ATOMIC_WAVEFRONTS_sum")
 REQUESTS = ("TCP_TOTAL_ACCESSES_sum", *ATOMIC_REQUESTS)
@@ -156,7 +152,6 @@ _TABLE: dict[Quantity, _Entry] = {
     ),
     Quantity.WARP_INSTRUCTIONS: _Entry(("SQ_ACTIVE_INST_VALU",), lambda c, d: c["SQ_ACTIVE_INST_VALU"]),
     Quantity.THREAD_INSTRUCTIONS: _Entry(("SQ_THREAD_CYCLES_VALU",), lambda c, d: c["SQ_THREAD_CYCLES_VALU"]),
-    Quantity.L2_READ_HIT_PCT: _Entry(("TCC_HIT_sum", "TCC_MISS_sum"), _l2_hit),
     Quantity.L1_BUSY_PCT: _Entry(
         ("TCP_GATE_EN1_sum", "TCP_GATE_EN2_sum"),
         lambda c, d: _percent(c["TCP_GATE_EN2_sum"], c["TCP_GATE_EN1_sum"]),

@@ -12,11 +12,13 @@ What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/count
 - `--section-folder` names our folder of one section, so ncu loads neither the sections nor the
   rule scripts it ships, and `--apply-rules no`: together 0.3 to 0.5 s per run;
 - the raw page (kernel-level metrics) is read from the report by ncu's own Python report reader
-  (ncu_raw_page.py, 0.23 to 0.28 s) instead of exported by ncu (0.56 to 0.69 s); the export stays
-  for an ncu installed without that reader;
+  (ncu_raw_page.py), only the metrics asked for: 0.15 s for tile_sums' 8 kernels, 0.23 s reading every
+  metric, where ncu's export took 0.56 to 0.69 s; the export stays for an ncu installed without that
+  reader;
 - nothing that no formula decides from: no warp-stall sampling (its own replay pass), no
-  kernel-level counters that repeat the section's columns, and no kernel-level SASS-patched counters
-  (nvidia_metrics.py): 5 replay passes per kernel, was 11.
+  kernel-level counters that repeat the section's columns or that the section's columns give (SASS-patched
+  counters, L1 bytes per memory space), no cache hit rates (nvidia_metrics.py): 4 replay passes per
+  kernel, was 11.
 The SASS-only page is exported only when some kernel has no line info, since the source page leaves
 such kernels out.
 """
@@ -199,13 +201,17 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
-def read_raw_page(ncu: str, report: Path, *, timeout_s: float = 300) -> str:
-    """The raw page of ``report`` as CSV: read with ncu's report reader, else exported by ncu."""
+def read_raw_page(
+    ncu: str, report: Path, *, metrics: Sequence[str] | None = None, timeout_s: float = 300
+) -> str:
+    """The raw page of ``report`` as CSV: read with ncu's report reader (only ``metrics``, if given), else
+    exported by ncu (every metric)."""
     reader = report_reader_dir(ncu)
     if reader is None:
         return export_page(ncu, report, *EXPORTS[RAW_PAGE], timeout_s=timeout_s)
+    wanted = [",".join(metrics)] if metrics is not None else []
     result = run_process(
-        [sys.executable, "-I", str(RAW_PAGE_READER), str(report), str(reader)],
+        [sys.executable, "-I", str(RAW_PAGE_READER), str(report), str(reader), *wanted],
         cwd=report.parent,
         timeout_s=timeout_s,
     )

@@ -19,7 +19,7 @@ from intelliperf.gpu.device import query_device, require_tool
 from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, read_raw_page, run_ncu
 from intelliperf.gpu.ncu_source import kernels_without_line_info
 from intelliperf.gpu.nvidia_metrics import ncu_metrics
-from intelliperf.gpu.profiles import build_profiles, device_from_raw
+from intelliperf.gpu.profiles import DEVICE_METRICS, build_profiles, device_from_raw
 from intelliperf.gpu.proton import run_regions
 from intelliperf.settings import Settings, get_settings
 
@@ -76,20 +76,25 @@ class NvidiaBackend(GpuBackend):
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         ncu = require_tool(self.settings.ncu, purpose="the counter pass", hint=NCU_HINT)
+        names = ncu_metrics(metrics, self.device().arch)
         with tempfile.TemporaryDirectory(prefix="intelliperf-ncu-") as tmp:
             run = run_ncu(
                 ncu,
                 argv,
                 cwd=cwd,
                 kernel_names=[k.name for k in kernels],
-                metrics=ncu_metrics(metrics, self.device().arch),
+                metrics=names,
                 workdir=Path(tmp),
                 timeout_s=timeout_s,
             )
             # The SASS page only where the source page leaves kernels out (built without -lineinfo).
             timeout = self.settings.export_timeout_s
             with ThreadPoolExecutor(max_workers=2) as pool:
-                futures = {RAW_PAGE: pool.submit(read_raw_page, ncu, run.report, timeout_s=timeout)}
+                futures = {
+                    RAW_PAGE: pool.submit(
+                        read_raw_page, ncu, run.report, metrics=[*names, *DEVICE_METRICS], timeout_s=timeout
+                    )
+                }
                 if kernels_without_line_info(run.log):
                     futures[SASS_PAGE] = pool.submit(
                         export_page, ncu, run.report, *EXPORTS[SASS_PAGE], timeout_s=timeout

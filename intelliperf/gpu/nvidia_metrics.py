@@ -20,6 +20,14 @@ formulas' metrics they opened a replay pass of their own beside the source secti
 `smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct` the global loads' ideal sectors over
 their sectors (within 0.04 points), on every recorded example kernel (tests/fixtures/gpu).
 
+Memory traffic per kind (register pressure's local and global bytes) comes from the source section too:
+the L1 bytes metrics `l1tex__t_bytes_pipe_lsu_mem_{local,global}_op_{ld,st}.sum`, with the L1 and L2 hit
+rates that the locality formula only showed beside its decision, cost a replay pass of their own (on an
+H100, ncu 2025.3: 4 passes per kernel without them, 5 with; 3.66 s against 3.97 s for tile_sums' 8
+kernels). Local bytes are the local instructions' thread executions times their access width, global
+bytes the global instructions' sectors times 32; both equal the L1 metrics on every recorded example
+kernel (one local store total 1.6% above: a partly active warp's store still moves whole sectors).
+
 Per-instruction counters come from our source section (ncu_sections/IntelliPerfSource.section) under the
 labels of Nsight Compute's SourceCounters section; kernel totals of them are summed here, each
 instruction once.
@@ -35,6 +43,7 @@ from formulas.quantities import Column, Kind, Quantity
 
 __all__ = [
     "COLUMNS",
+    "access_bytes",
     "instruction_kind",
     "kernel_quantities",
     "ncu_metrics",
@@ -43,6 +52,8 @@ __all__ = [
 ]
 
 _PCT = ".avg.pct_of_peak_sustained_elapsed"
+SECTOR_BYTES = 32.0
+_WIDTHS = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
 
 
 @dataclass(frozen=True)
@@ -66,10 +77,20 @@ class Largest:
 
 @dataclass(frozen=True)
 class InstructionTotal:
-    """A per-instruction column summed over the kernel's instructions (of ``kinds``, or all)."""
+    """A per-instruction column summed over the kernel's instructions (of ``kinds``, or all), times
+    ``scale``."""
 
     column: Column
     kinds: tuple[Kind, ...] = ()
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class InstructionBytes:
+    """The bytes the threads of the kernel's ``kinds`` instructions accessed: each instruction's thread
+    executions times its access width (`access_bytes`)."""
+
+    kinds: tuple[Kind, ...]
 
 
 @dataclass(frozen=True)
@@ -82,7 +103,7 @@ class InstructionPercent:
     kinds: tuple[Kind, ...]
 
 
-Source = Metric | Total | Largest | InstructionTotal | InstructionPercent
+Source = Metric | Total | Largest | InstructionTotal | InstructionBytes | InstructionPercent
 
 _BUSY_BREAKDOWN: dict[Quantity, Source] = {
     Quantity.DRAM_BUSY_PCT: Metric("dram__throughput" + _PCT),
@@ -129,8 +150,6 @@ _QUANTITIES: dict[Quantity, Source] = {
     Quantity.GLOBAL_LOAD_SECTORS_IDEAL: InstructionTotal(Column.GLOBAL_SECTORS_IDEAL, (Kind.GLOBAL_LOAD,)),
     Quantity.L2_SECTORS_READ_BY_L1: Metric("lts__t_sectors_srcunit_tex_op_read.sum"),
     Quantity.DRAM_SECTORS_READ: Metric("dram__sectors_read.sum"),
-    Quantity.L1_LOAD_HIT_PCT: Metric("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"),
-    Quantity.L2_READ_HIT_PCT: Metric("lts__t_sector_op_read_hit_rate.pct"),
     Quantity.BYTES_USED_PER_SECTOR_PCT: InstructionPercent(
         Column.GLOBAL_SECTORS_IDEAL, Column.GLOBAL_SECTORS, (Kind.GLOBAL_LOAD,)
     ),
@@ -143,10 +162,10 @@ _QUANTITIES: dict[Quantity, Source] = {
     ),
     Quantity.L2_ATOMICS_BUSIEST_SLICE: Total(("lts__t_sectors_op_red.max", "lts__t_sectors_op_atom.max")),
     Quantity.L2_ATOMICS_MEAN_SLICE: Total(("lts__t_sectors_op_red.avg", "lts__t_sectors_op_atom.avg")),
-    Quantity.LOCAL_BYTES_LOADED: Metric("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"),
-    Quantity.LOCAL_BYTES_STORED: Metric("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
-    Quantity.GLOBAL_BYTES_LOADED: Metric("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum"),
-    Quantity.GLOBAL_BYTES_STORED: Metric("l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"),
+    Quantity.LOCAL_BYTES_LOADED: InstructionBytes((Kind.LOCAL_LOAD,)),
+    Quantity.LOCAL_BYTES_STORED: InstructionBytes((Kind.LOCAL_STORE,)),
+    Quantity.GLOBAL_BYTES_LOADED: InstructionTotal(Column.GLOBAL_SECTORS, (Kind.GLOBAL_LOAD,), SECTOR_BYTES),
+    Quantity.GLOBAL_BYTES_STORED: InstructionTotal(Column.GLOBAL_SECTORS, (Kind.GLOBAL_STORE,), SECTOR_BYTES),
     Quantity.REGISTERS_PER_THREAD: Metric("launch__registers_per_thread"),
     Quantity.BLOCKS_PER_SM_BY_REGISTERS: Metric("launch__occupancy_limit_registers"),
     Quantity.ACHIEVED_OCCUPANCY_PCT: Metric("sm__warps_active.avg.pct_of_peak_sustained_active"),
@@ -221,11 +240,24 @@ def _value(source: Source, metrics: Mapping[str, float], instructions: Sequence[
         if denominator <= 0:
             return None
         return 100.0 * _instruction_total(instructions, source.numerator, source.kinds) / denominator
-    return _instruction_total(instructions, source.column, source.kinds)
+    if isinstance(source, InstructionBytes):
+        return sum(
+            i.metrics.get(Column.THREADS_EXECUTED, 0.0) * access_bytes(i.sass)
+            for i in instructions
+            if i.kind in source.kinds
+        )
+    return source.scale * _instruction_total(instructions, source.column, source.kinds)
 
 
 def _instruction_total(instructions: Sequence[Instruction], column: Column, kinds: tuple[Kind, ...]) -> float:
     return sum(i.metrics.get(column, 0.0) for i in instructions if not kinds or i.kind in kinds)
+
+
+def access_bytes(sass: str) -> int:
+    """The bytes one thread of a load or store accesses, from its opcode's width modifier (`LDL.64`,
+    `STL.U8`, `LDG.E.128.CONSTANT`); 4 where it names none."""
+    modifiers = sass_opcode(sass).split(".")[1:]
+    return next((_WIDTHS[m] for m in modifiers if m in _WIDTHS), 4)
 
 
 def _number(metrics: Mapping[str, float], name: str) -> float | None:

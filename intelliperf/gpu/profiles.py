@@ -22,7 +22,7 @@ from intelliperf.gpu.ncu_source import (
 )
 from intelliperf.gpu.nvidia_metrics import kernel_quantities, semantic_instruction
 
-__all__ = ["build_profiles", "device_from_raw", "read_sources"]
+__all__ = ["DEVICE_METRICS", "build_profiles", "device_from_raw", "read_sources"]
 
 T = TypeVar("T")
 
@@ -140,12 +140,15 @@ def _named(names: set[str], kernel: RankedKernel) -> bool:
     )
 
 
+DEVICE_METRICS = ("device__attribute_multiprocessor_count", "device__attribute_l2_cache_size")
+"""The raw page's device facts that `device_from_raw` reads: the counter pass reads them with its metrics."""
+
+
 def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:
     """The device facts ncu reports (SM count, L2 size) added to what the device probe said."""
     entries = parse_raw_csv(raw_csv)
     metrics = entries[0].metrics
-    sm_count = metrics.get("device__attribute_multiprocessor_count")
-    l2 = metrics.get("device__attribute_l2_cache_size")
+    sm_count, l2 = (metrics.get(name) for name in DEVICE_METRICS)
     return fallback.model_copy(
         update={
             "sm_count": int(sm_count) if sm_count else fallback.sm_count,

@@ -55,7 +55,8 @@ class Action:
     def name(self, base=0):
         return self._mangled if base == IAction.NameBase_MANGLED else "demangled " + self._mangled
     def metric_names(self): return list(self._metrics)
-    def metric_by_name(self, name): return Metric(*self._metrics[name])
+    def metric_by_name(self, name):  # None for a metric the action lacks, as ncu_report's does
+        return Metric(*self._metrics[name]) if name in self._metrics else None
 
 class Range:
     def __init__(self, actions): self._actions = actions
@@ -112,6 +113,21 @@ def test_the_reader_writes_the_raw_page_layout_for_every_launch(tmp_path: Path) 
     assert "smsp__odd.sum" not in first.metrics and first.text["smsp__odd.sum"] == "n/a"
     assert "launch__registers_per_thread" not in second.metrics
     assert second.metrics["gpu__time_duration.sum"] == 96
+
+
+def test_the_reader_writes_only_the_metrics_asked_for_in_their_order(tmp_path: Path) -> None:
+    ncu = fake_ncu_install(tmp_path / "install", with_reader=True)
+    wanted = ["launch__registers_per_thread", "gpu__time_duration.sum", "dram__not_in_the_report.sum"]
+    page = read_raw_page(str(ncu), tmp_path / "profile.ncu-rep", metrics=wanted)
+    assert page.splitlines()[0] == '"ID","Kernel Name",' + ",".join(f'"{name}"' for name in wanted)
+    first, second = parse_raw_csv(page)
+    assert {*first.metrics, *first.text} == {"ID", "Kernel Name", *wanted}
+    assert first.metrics["launch__registers_per_thread"] == 40
+    assert first.metrics["gpu__time_duration.sum"] == 2048.5
+    assert first.text["dram__not_in_the_report.sum"] == "n/a"  # asked for, not measured: never 0
+    assert "device__attribute_display_name" not in first.text
+    assert second.metrics["gpu__time_duration.sum"] == 96
+    assert "launch__registers_per_thread" not in second.metrics
 
 
 def test_without_the_reader_the_page_is_exported_by_ncu(tmp_path: Path) -> None:
