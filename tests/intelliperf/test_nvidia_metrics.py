@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pytest
 
-from formulas.base import Instruction
+from formulas.base import Instruction, KernelProfile
 from formulas.quantities import Column, Kind, Quantity
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.gpu.ncu import RAW_PAGE, parse_raw_csv
@@ -137,15 +138,20 @@ def test_bytes_used_per_sector_is_the_loads_ideal_sectors_over_their_sectors() -
     assert Quantity.BYTES_USED_PER_SECTOR_PCT not in kernel_quantities({}, (store,), "sm_90")
 
 
+def recorded_kernels(example: str) -> Iterator[tuple[KernelProfile, dict[str, float]]]:
+    """The example's kernel in its original and fixed recordings, profiled as the backend does, with the
+    raw page's metrics as recorded."""
+    for variant in ("original", "fixed"):
+        raw = parse_raw_csv((RECORDED / example / variant / RAW_PAGE).read_text())
+        kernel = main_profile(example, variant)
+        yield kernel, next(entry.metrics for entry in raw if entry.name == kernel.name)
+
+
 @pytest.mark.parametrize("example", sorted(p.name for p in RECORDED.iterdir() if p.name in BY_NAME))
 def test_the_source_sections_loads_give_what_ncus_sass_counters_gave_on_every_recorded_kernel(
     example: str,
 ) -> None:
-    for variant in ("original", "fixed"):
-        folder = RECORDED / example / variant
-        raw = {kernel.name: kernel.metrics for kernel in parse_raw_csv((folder / RAW_PAGE).read_text())}
-        kernel = main_profile(example, variant)
-        recorded = raw[kernel.name]
+    for kernel, recorded in recorded_kernels(example):
         bytes_per_sector = recorded["smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"]
         derived = kernel.optional(Quantity.BYTES_USED_PER_SECTOR_PCT)
         if derived is None:
@@ -197,11 +203,10 @@ when the recordings were made (before the counter pass stopped asking for it).""
 def test_the_source_sections_bytes_per_memory_space_are_ncus_l1_bytes_on_every_recorded_kernel(
     example: str,
 ) -> None:
-    for variant in ("original", "fixed"):
-        folder = RECORDED / example / variant
-        raw = {kernel.name: kernel.metrics for kernel in parse_raw_csv((folder / RAW_PAGE).read_text())}
-        kernel = main_profile(example, variant)
+    for kernel, recorded in recorded_kernels(example):
         for quantity, metric in LOCAL_AND_GLOBAL_BYTES.items():
-            measured = raw[kernel.name][metric]
             # within 2%: a partly active warp's local store still moves whole sectors (1.6% in one kernel)
-            assert kernel.metric(quantity) == pytest.approx(measured, rel=0.02), (variant, quantity)
+            assert kernel.metric(quantity) == pytest.approx(recorded[metric], rel=0.02), (
+                kernel.name,
+                quantity,
+            )
