@@ -3,8 +3,9 @@
 For every bundled example and its fixed version: the plain run and the timing pass (Accordo's
 CUPTI tracer), interleaved, medians of --repeats (timing_s is the traced application's wall time;
 timing_with_parsing_s adds reading and ranking the trace); then --repeats full diagnoses with 'auto'
-whose counter pass is timed by the engine (counters_s: their median, beside the plain run's median; a
-single counter pass on these 0.3-0.6 s apps varies by 10-20% from run to run). Every repeat must reach the
+whose counter pass is timed by the engine, each after one more plain run (counters_s: their median;
+plain_s: the median of all 2 x --repeats plain runs, so the ratio's denominator is sampled beside its
+numerator; a single run of these 0.3-0.6 s apps varies by 10-20%). Every repeat must reach the
 same verdict (`stable`). Right means: the hottest bottlenecked kernel
 is the example's kernel, the selected formula is the expected one, and the first hot line is the
 line marked `// intelliperf: <formula>`. Controls and fixed versions must show no bottleneck. An example
@@ -150,7 +151,10 @@ def measure(example: dict, variant: str, repeats: int, record: Path | None) -> d
         timing_total.append(time.perf_counter() - start)
         timing.append(traced.wall_s)
     spec = JobSpec(applications=[Application(command=argv)], formula="auto")  # top_n as the CLI's
-    reports = [run_diagnosis(spec, backend=backend, project=folder) for _ in range(repeats)]
+    reports = []
+    for _ in range(repeats):  # a plain run beside each diagnosis as well: the ratio's two sides, same minutes
+        plain.append(plain_wall(argv, folder, repeats=1))
+        reports.append(run_diagnosis(spec, backend=backend, project=folder))
     report = reports[-1]  # the one --record keeps
     counters = [r.passes.counters_s or 0.0 for r in reports]
     if record:
