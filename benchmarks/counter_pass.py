@@ -20,7 +20,7 @@ two-stage plan (kernel-level metrics for every top kernel, then the source secti
 where a formula fires: here the hottest one and the hottest three, since which fire is known only after
 the first stage); with the two kernel-level SASS-patched metrics the pass asked for until 2026-11-25
 (`with_sass_kernel_metrics`); with the L1 bytes per memory space and the two cache hit rates it asked
-for until 2026-11-26 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel where the pass now makes
+for until 2026-11-25 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel where the pass now makes
 4); without
 `--import-source`; with `--cache-control none` (no cache flush between replay passes, which would make the
 DRAM and L2 counters depend on the pass before); application replay; the floor; the plain run.
@@ -77,7 +77,7 @@ L1_BYTES_AND_HIT_RATES = (
     "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
     "lts__t_sector_op_read_hit_rate.pct",
 )
-"""What it asked for until 2026-11-26: the bytes now come from the source section's columns, and the hit
+"""What it asked for until 2026-11-25: the bytes now come from the source section's columns, and the hit
 rates decided nothing (nvidia_metrics.py)."""
 
 CASES = {  # example, binary: one, two and eight profiled kernels

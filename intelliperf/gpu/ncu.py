@@ -12,7 +12,7 @@ What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/count
 - `--section-folder` names our folder of one section, so ncu loads neither the sections nor the
   rule scripts it ships, and `--apply-rules no`: together 0.3 to 0.5 s per run;
 - the raw page (kernel-level metrics) is read from the report by ncu's own Python report reader
-  (ncu_raw_page.py), only the metrics asked for: 0.15 s for tile_sums' 8 kernels, 0.23 s reading every
+  (ncu_raw_page.py), only the metrics asked for: 0.20 s for tile_sums' 8 kernels, 0.28 s reading every
   metric, where ncu's export took 0.56 to 0.69 s; the export stays for an ncu installed without that
   reader;
 - nothing that no formula decides from: no warp-stall sampling (its own replay pass), no

@@ -13,8 +13,8 @@ units row, one row per profiled launch; every quantity in its base unit), which
 precision where ncu's page rounds to two decimals.
 
 Why a script: measured on an H100 (ncu 2025.3.1), ncu's export took 0.56 to 0.69 s per report, this
-reader 0.23 to 0.28 s including its interpreter's start, and 0.15 s when it reads only the metrics the
-counter pass asked for (tile_sums' 8 kernels; reading every metric of a report is most of the rest); a
+reader 0.23 to 0.28 s including its interpreter's start, and for tile_sums' 8 kernels 0.20 s when it reads
+only the metrics the counter pass asked for against 0.28 s reading every metric of the report; a
 separate interpreter keeps ncu's native module out of the engine's process. Standard library only.
 """
 

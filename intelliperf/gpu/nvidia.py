@@ -76,14 +76,14 @@ class NvidiaBackend(GpuBackend):
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         ncu = require_tool(self.settings.ncu, purpose="the counter pass", hint=NCU_HINT)
-        names = ncu_metrics(metrics, self.device().arch)
+        metric_names = ncu_metrics(metrics, self.device().arch)
         with tempfile.TemporaryDirectory(prefix="intelliperf-ncu-") as tmp:
             run = run_ncu(
                 ncu,
                 argv,
                 cwd=cwd,
                 kernel_names=[k.name for k in kernels],
-                metrics=names,
+                metrics=metric_names,
                 workdir=Path(tmp),
                 timeout_s=timeout_s,
             )
@@ -92,7 +92,11 @@ class NvidiaBackend(GpuBackend):
             with ThreadPoolExecutor(max_workers=2) as pool:
                 futures = {
                     RAW_PAGE: pool.submit(
-                        read_raw_page, ncu, run.report, metrics=[*names, *DEVICE_METRICS], timeout_s=timeout
+                        read_raw_page,
+                        ncu,
+                        run.report,
+                        metrics=[*metric_names, *DEVICE_METRICS],
+                        timeout_s=timeout,
                     )
                 }
                 if kernels_without_line_info(run.log):

@@ -23,10 +23,11 @@ their sectors (within 0.04 points), on every recorded example kernel (tests/fixt
 Memory traffic per kind (register pressure's local and global bytes) comes from the source section too:
 the L1 bytes metrics `l1tex__t_bytes_pipe_lsu_mem_{local,global}_op_{ld,st}.sum`, with the L1 and L2 hit
 rates that the locality formula only showed beside its decision, cost a replay pass of their own (on an
-H100, ncu 2025.3: 4 passes per kernel without them, 5 with; 3.66 s against 3.97 s for tile_sums' 8
-kernels). Local bytes are the local instructions' thread executions times their access width, global
-bytes the global instructions' sectors times 32; both equal the L1 metrics on every recorded example
-kernel (one local store total 1.6% above: a partly active warp's store still moves whole sectors).
+H100, ncu 2025.3: 4 passes per kernel without them, 5 with; 3.94 s against 4.27 s for tile_sums' 8
+kernels, `benchmarks/counter_pass.py --plans`). Local bytes are the local instructions' thread
+executions times their access width, global bytes the global instructions' sectors times 32; both equal
+the L1 metrics on every recorded example kernel (one local store total 1.6% above: a partly active
+warp's store still moves whole sectors).
 
 Per-instruction counters come from our source section (ncu_sections/IntelliPerfSource.section) under the
 labels of Nsight Compute's SourceCounters section; kernel totals of them are summed here, each
