@@ -21,10 +21,9 @@ where a formula fires: here the hottest one and the hottest three, since which f
 the first stage); with the two kernel-level SASS-patched metrics the pass asked for until 2026-11-25
 (`with_sass_kernel_metrics`); with the L1 bytes per memory space and the two cache hit rates it asked
 for until 2026-11-25 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel where the pass now makes
-4); without ending the application once every top kernel was profiled (`without_kill`, as until
-2026-11-26); without `--import-source`; with `--cache-control none` (no cache flush between replay passes,
-which would make the DRAM and L2 counters depend on the pass before); application replay; the floor; the
-plain run.
+4); without
+`--import-source`; with `--cache-control none` (no cache flush between replay passes, which would make the
+DRAM and L2 counters depend on the pass before); application replay; the floor; the plain run.
 
     python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
 """
@@ -175,8 +174,7 @@ def _without(command: list[str], option: str, values: int = 1) -> list[str]:
 
 def _with_kernels(command: list[str], names: list[str]) -> list[str]:
     at = command.index("--kernel-name-base")
-    replaced = kernel_id_filter(names)  # the filter has as many arguments whatever the kernels
-    return command[:at] + replaced + command[at + len(replaced) :]
+    return command[:at] + kernel_id_filter(names) + command[at + 4 :]
 
 
 def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, list[list[str]]]:
@@ -199,7 +197,6 @@ def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, 
         "source_section_only": [source_only],
         "two_stage_source_for_1": [kernel_level, _with_kernels(source_only, names[:1])],
         "two_stage_source_for_3": [kernel_level, _with_kernels(source_only, names[:3])],
-        "without_kill": [_without(_without(one_run, "--launch-count"), "--kill")],
         "without_import_source": [_without(one_run, "--import-source")],
         "cache_control_none": [[one_run[0], "--cache-control", "none", *one_run[1:]]],
         "application_replay": [[one_run[0], "--replay-mode", "application", *one_run[1:]]],

@@ -15,8 +15,6 @@ What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/count
   (ncu_raw_page.py), only the metrics asked for: 0.20 s for tile_sums' 8 kernels, 0.28 s reading every
   metric, where ncu's export took 0.56 to 0.69 s; the export stays for an ncu installed without that
   reader;
-- the application ends once every top kernel was profiled (`kernel_id_filter`): what it would run after
-  that is measured by nobody; 0.17 s of tile_sums' 3.5 s profiling run (median of 4, interleaved, H200);
 - nothing that no formula decides from: no warp-stall sampling (its own replay pass), no
   kernel-level counters that repeat the section's columns or that the section's columns give (SASS-patched
   counters, L1 bytes per memory space), no cache hit rates (nvidia_metrics.py): 4 replay passes per
@@ -89,25 +87,12 @@ class NcuRun:
 
 
 def kernel_id_filter(kernel_names: Sequence[str], invocation: int = 1) -> list[str]:
-    """Profile the given invocation of each kernel, matched exactly by its mangled name, and end the
-    application once every one of them was profiled (``--launch-count`` of them, ``--kill yes``).
+    """Profile the given invocation of each kernel, matched exactly by its mangled name.
 
-    Seen on ncu 2025.3: `--kernel-id ::regex:^(a|b)$:1` profiles the first launch of each of a and b;
-    with `--launch-count 2 --kill yes` ncu then ends the application, exits 0 and writes the same report.
-    A kernel the application never launches leaves the count unreached: the application runs to its end.
+    Seen on ncu 2025.3: `--kernel-id ::regex:^(a|b)$:1` profiles the first launch of each of a and b.
     """
-    names = list(dict.fromkeys(kernel_names))
-    alternatives = "|".join(re.escape(name) for name in names)
-    return [
-        "--kernel-name-base",
-        "mangled",
-        "--kernel-id",
-        f"::regex:^({alternatives})$:{invocation}",
-        "--launch-count",
-        str(len(names)),
-        "--kill",
-        "yes",
-    ]
+    alternatives = "|".join(re.escape(name) for name in dict.fromkeys(kernel_names))
+    return ["--kernel-name-base", "mangled", "--kernel-id", f"::regex:^({alternatives})$:{invocation}"]
 
 
 def profile_command(

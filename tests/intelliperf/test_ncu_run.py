@@ -55,22 +55,6 @@ def test_the_source_page_is_printed_into_the_log_not_stdout(tmp_path: Path) -> N
     assert "--csv" in command and command[command.index("--export") + 1] == str(tmp_path / "r")
 
 
-def test_the_application_ends_once_each_top_kernel_was_profiled_once(tmp_path: Path) -> None:
-    """One launch of each distinct kernel is profiled; ncu then ends the application (--kill)."""
-    command = profile_command(
-        "ncu",
-        ["./app"],
-        kernel_names=["_Z1av", "_Z1bv", "_Z1av", "_Z3c$dv"],
-        metrics=["m"],
-        report=tmp_path / "r",
-        log=tmp_path / "l",
-    )
-    assert command[command.index("--kernel-id") + 1] == r"::regex:^(_Z1av|_Z1bv|_Z3c\$dv)$:1"
-    assert command[command.index("--launch-count") + 1] == "3"
-    assert command[command.index("--kill") + 1] == "yes"
-    assert command.index("--kill") < command.index("./app")
-
-
 def test_run_ncu_returns_the_page_from_the_log(
     fake_ncu: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
