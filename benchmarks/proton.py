@@ -1,20 +1,28 @@
 """Proton's intra-kernel profile (GPU machine): what it costs the kernel and how far its cycles are from a
 hardware count of the same thing.
 
-For every Triton example, original and fixed, the example runs twice under Nsight Compute
-(``--clock-control none``), its kernel's launches filtered by name: once plain, once through IntelliPerf's
-Proton runner (scopes in that kernel). Nsight Compute reads, per launch, the kernel's duration
-(``gpu__time_duration.sum``) and the warp-cycles the SMs held its warps resident
-(``smsp__warps_active.sum``: each cycle, every sub-partition adds the warps it holds, so the sum over a
-launch is the sum over warps of their lifetimes in cycles).
+For every Triton example, original and fixed, the example runs under Nsight Compute
+(``--clock-control none``), its kernel's launches filtered by name:
 
-- overhead: median instrumented duration / median plain duration - 1 (the kernel's own time);
-- error: |Proton's whole-kernel cycles summed over warps and launches - smsp__warps_active.sum| /
-  smsp__warps_active.sum, in the instrumented run itself. Both count SM cycles per warp; what Proton
-  cannot see is the part of a warp's life before its first record and after its last (launch, exit, and
-  waiting for its last stores to leave), which the hardware counts.
+- overhead: the kernel's duration (``gpu__time_duration.sum``) plain and through IntelliPerf's Proton
+  runner (scopes in that kernel), median instrumented / median plain - 1 (the kernel's own time);
+- error and share error, on one launch measured both ways at once: ncu runs the instrumented kernel with
+  the warp-state sampler and ``smsp__warps_active.sum`` while Proton records it. The sampler's samples
+  are given to Proton's regions by program counter (between a region's clock reads; see
+  benchmarks/proton_shares.py), so both sides count the same span of the same binary. error = |Proton's
+  cycles between each warp's first and last record, summed over warps - the resident warp-cycles x the
+  share of samples between those records| / the latter; share error = the largest |Proton's share of a
+  region - the sampler's share of that region's span| over the example's regions;
+- plain_share_error: Proton's shares against the sampler on the uninstrumented kernel, by source line
+  (what a user would compare with ncu's source view): it adds the instrumentation's shift of the division
+  and the different attribution of a load's latency (Proton: the load's scope; the sampler: the
+  instruction that waits for the value);
+- residency_gap: |Proton's cycles - smsp__warps_active.sum| / smsp__warps_active.sum on that launch, the
+  share of the warps' lives outside their first and last record (launch, exit, stores draining, Proton's
+  own buffer write-back), which no record can see.
 
     python benchmarks/proton.py [--out benchmarks/results/proton.json] [--iterations 3]
+        [--only triton_atomic,triton_strided] [--rows-from earlier.json ...] [--record DIR]
 """
 
 from __future__ import annotations
@@ -32,23 +40,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.proton_shares import function_span, region_spans, sampled_lines, share_errors  # noqa: E402
-from intelliperf.gpu.proton import RUNNER, read_profile, scope_metrics  # noqa: E402
+from benchmarks.common import device_name  # noqa: E402
+from benchmarks.proton_shares import (  # noqa: E402
+    function_span,
+    region_spans,
+    same_launch_accuracy,
+    sampled_lines,
+    share_errors,
+)
+from intelliperf.gpu.ncu import parse_raw_csv  # noqa: E402
+from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 METRICS = ("gpu__time_duration.sum", "smsp__warps_active.sum")
+SAME_LAUNCH_PAGE, SAME_LAUNCH_RAW = "same_launch_source.csv", "same_launch_raw.csv"
+"""What ``--record`` keeps of the same launch measured both ways, beside Proton's HATCHET and META."""
 METHOD = (
     "Nsight Compute (--clock-control none) times each launch of the example's kernel twice, plain and "
     "under IntelliPerf's Proton runner; overhead = median instrumented / median plain duration - 1. "
-    "error = |Proton's whole-kernel cycles (sum over warps and launches) - smsp__warps_active.sum| / "
-    "smsp__warps_active.sum over the same launches of the instrumented run: the hardware's count of the "
-    "cycles each warp was resident, against the cycles each warp read between its first and last record. "
-    "It counts what Proton cannot see (each warp's life before its first record and after its last: launch, "
-    "Proton's own buffer write-back, stores draining), so it is large for kernels of short-lived warps. "
-    "share_error = the largest |Proton's share of a region - the hardware warp-state sampler's share of "
-    "that region's lines| over the example's regions, the sampler (Nsight Compute's SourceCounters, "
-    "--warp-sampling-interval 0) run on the first launch of the uninstrumented kernel; see "
-    "benchmarks/proton_shares.py for what each side counts."
+    "error and share_error come from one launch measured both ways at once: ncu runs the instrumented "
+    "kernel with its warp-state sampler (SourceCounters, --warp-sampling-interval 0) and "
+    "smsp__warps_active.sum while Proton records it; each sample is given to the Proton region whose clock "
+    "reads (CS2R SR_CLOCKLO, the k-th in address order being the runner's k-th record) enclose its program "
+    "counter. error = |Proton's cycles between each warp's first and last record, summed over warps - "
+    "smsp__warps_active.sum x the share of samples between those records| / the latter; share_error = the "
+    "largest |Proton's share of a region - the sampled share of its span| over the example's regions. "
+    "plain_share_error compares Proton's shares with the sampler on the uninstrumented kernel by source "
+    "line instead (adds the instrumentation's shift and the attribution of a load's latency to its "
+    "consumer); residency_gap = |Proton's cycles - smsp__warps_active.sum| / smsp__warps_active.sum on "
+    "the same launch (the warps' lives outside their first and last record). benchmarks/proton_shares.py "
+    "says what each side counts."
 )
 
 
@@ -83,7 +104,36 @@ def ncu_samples(argv: list[str], kernel: str, cwd: Path, scratch: Path) -> str:
     return log.read_text()
 
 
-def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict:
+def same_launch(program: list[str], kernel: str, cwd: Path, out: Path) -> tuple[str, str]:
+    """One launch of ``kernel`` run by Proton's runner (its profile in ``out``) under ncu with the
+    warp-state sampler: ncu's source page with the samples, and its raw page with the launch's resident
+    warp-cycles (``smsp__warps_active.sum``)."""
+    log, report = out.with_suffix(".samples.log"), out.with_suffix(".ncu-rep")
+    command = [
+        "ncu", "--clock-control", "none", "-k", f"regex:^{kernel}$", "-c", "1",
+        "--section", "SourceCounters", "--metrics", ",".join(METRICS), "--warp-sampling-interval", "0",
+        "--import-source", "yes", "--page", "source", "--print-source", "cuda,sass", "--csv",
+        "--log-file", str(log), "--export", str(report), "--force-overwrite",
+        "python3", str(RUNNER), str(out), kernel, "--", *program,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"ncu failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    raw = subprocess.run(
+        ["ncu", "--import", str(report), "--page", "raw", "--csv", "--print-units", "base",
+         "--metrics", ",".join(METRICS)],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    return log.read_text(), raw
+
+
+def resident_warp_cycles(raw: str) -> float:
+    """The one profiled launch's ``smsp__warps_active.sum`` from ncu's raw page."""
+    (launch,) = parse_raw_csv(raw)
+    return launch.metrics["smsp__warps_active.sum"]
+
+
+def measure(example: dict, variant: str, iterations: int, scratch: Path, record: Path | None) -> dict:
     folder = EXAMPLES / example["name"]
     app = example["app"] if variant == "original" else example["fixed_app"]
     kernel = example["kernel"]
@@ -92,24 +142,39 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
     out = scratch / f"{example['name']}-{variant}"
     instrumented = ncu_launches(["python3", str(RUNNER), str(out), kernel, "--", *program], kernel, folder)
     profile = read_profile(out.with_suffix(".hatchet"), out.with_suffix(".json"), folder)
-    hatchet = json.loads(out.with_suffix(".hatchet").read_text())
-    cycles = scope_metrics(hatchet[0], kernel)
+    cycles = scope_metrics(json.loads(out.with_suffix(".hatchet").read_text())[0], kernel)
     whole = float(cycles["kernel"]["cycles"])  # summed over warps and launches
     plain_ns = statistics.median(x["gpu__time_duration.sum"] for x in plain)
     instrumented_ns = statistics.median(x["gpu__time_duration.sum"] for x in instrumented)
-    resident = sum(x["smsp__warps_active.sum"] for x in instrumented)
     meta = json.loads(out.with_suffix(".json").read_text())
     proton_shares = {name: float(m["cycles"]) / whole for name, m in cycles.items()}
     source = (folder / app).read_text()
     def_line = next(int(r["line"]) for r in meta["regions"] if r["kind"] == "kernel")
     page = ncu_samples(["python3", *program], kernel, folder, scratch)
-    shares = share_errors(
+    plain_shares = share_errors(
         proton_shares,
         sampled_lines(page, kernel),
         region_spans(source, meta["regions"]),
         app,
         function_span(source, def_line),
     )
+    one = scratch / f"{example['name']}-{variant}-one"
+    one_page, one_raw = same_launch([f"./{app}", "1"], kernel, folder, one)
+    one_hatchet = one.with_suffix(".hatchet").read_text()
+    accuracy = same_launch_accuracy(
+        scope_metrics(json.loads(one_hatchet)[0], kernel),
+        one_page,
+        source,
+        kernel,
+        resident_warp_cycles(one_raw),
+    )
+    if record is not None:
+        kept = record / example["name"] / variant
+        kept.mkdir(parents=True, exist_ok=True)
+        (kept / SAME_LAUNCH_PAGE).write_text(one_page)
+        (kept / SAME_LAUNCH_RAW).write_text(one_raw)
+        (kept / HATCHET).write_text(one_hatchet)
+        (kept / META).write_text(one.with_suffix(".json").read_text())
     return {
         "example": example["name"],
         "variant": variant,
@@ -118,60 +183,84 @@ def measure(example: dict, variant: str, iterations: int, scratch: Path) -> dict
         "plain_ns": plain_ns,
         "instrumented_ns": instrumented_ns,
         "overhead": round(instrumented_ns / plain_ns - 1, 4),
-        "proton_warp_cycles": whole,
-        "resident_warp_cycles": resident,
-        "error": round(abs(whole - resident) / resident, 4),
-        "share_error": max((r["error"] for r in shares.values()), default=None),
-        "shares": shares,
+        **accuracy,
+        "plain_share_error": max((r["error"] for r in plain_shares.values()), default=None),
+        "plain_shares": plain_shares,
         "regions": [r.model_dump(exclude={"text"}) for r in profile.regions],
     }
+
+
+def summarize(rows: list[dict], device: str) -> dict[str, object]:
+    """The result file: every row, and per measure its median and worst over the rows that have it."""
+
+    def summary(key: str) -> tuple[float | None, float | None]:
+        values = [r[key] for r in rows if r[key] is not None]
+        return (round(statistics.median(values), 4), round(max(values), 4)) if values else (None, None)
+
+    result: dict[str, object] = {"device": device, "method": METHOD, "examples": rows}
+    result["overhead"], result["overhead_max"] = summary("overhead")
+    for key in ("error", "share_error", "plain_share_error", "residency_gap"):
+        result[key], result[f"{key}_max"] = summary(key)
+    result["unmapped"] = [f"{r['example']}/{r['variant']}" for r in rows if r["error"] is None]
+    result["targets"] = {"overhead": 0.082, "error": 0.02, "share_error": 0.02}
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "proton.json")
     parser.add_argument("--iterations", type=int, default=3, help="kernel launches per run")
+    parser.add_argument(
+        "--only",
+        help="comma-separated example names (default: every Triton example; '' with --rows-from: none, "
+        "to join earlier outputs)",
+    )
+    parser.add_argument(
+        "--rows-from", type=Path, nargs="*", default=[], help="earlier outputs whose rows to include"
+    )
+    parser.add_argument(
+        "--record", type=Path, default=None, help="keep each same-launch measurement here (test fixtures)"
+    )
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only is not None else None
     manifest = [
-        e for e in json.loads((EXAMPLES / "examples.json").read_text()) if e.get("language") == "triton"
+        e
+        for e in json.loads((EXAMPLES / "examples.json").read_text())
+        if e.get("language") == "triton" and (only is None or e["name"] in only)
     ]
-    rows = []
+    earlier = [json.loads(path.read_text()) for path in args.rows_from]
+    devices = {output["device"] for output in earlier} | ({device_name()} if manifest else set())
+    if len(devices) != 1:
+        parser.error(f"the rows would come from {len(devices)} devices: {sorted(devices)}")
+    rows = [row for output in earlier for row in output["examples"]]
     with tempfile.TemporaryDirectory(prefix="intelliperf-proton-bench-") as tmp:
         for example in manifest:
             for variant in ("original", "fixed"):
-                row = measure(example, variant, args.iterations, Path(tmp))
+                row = measure(example, variant, args.iterations, Path(tmp), args.record)
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "regions"}), flush=True)
-    device = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
-    ).stdout.strip()
-    share_errors_of = [r["share_error"] for r in rows if r["share_error"] is not None]
-    result = {
-        "device": device,
-        "method": METHOD,
-        "examples": rows,
-        "overhead": round(statistics.median(r["overhead"] for r in rows), 4),
-        "error": round(statistics.median(r["error"] for r in rows), 4),
-        "error_max": round(max(r["error"] for r in rows), 4),
-        "share_error": round(statistics.median(share_errors_of), 4),
-        "share_error_max": round(max(share_errors_of), 4),
-        "targets": {"overhead": 0.082, "error": 0.02},
-    }
+    (device,) = devices
+    result = summarize(rows, device)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+    def pct(value: float | None, signed: bool = False) -> str:
+        return "n/a" if value is None else format(value, "+.1%" if signed else ".1%")
+
     print(
         f"{'example':16} {'variant':8} {'plain us':>9} {'instr. us':>9} {'overhead':>9} {'error':>7} "
-        f"{'share err':>9}"
+        f"{'share err':>9} {'plain share err':>15} {'res. gap':>8}"
     )
     for r in rows:
         print(
             f"{r['example']:16} {r['variant']:8} {r['plain_ns'] / 1e3:9.1f} "
-            f"{r['instrumented_ns'] / 1e3:9.1f} {r['overhead']:+9.1%} {r['error']:7.1%} "
-            f"{r['share_error'] if r['share_error'] is None else format(r['share_error'], '9.1%')}"
+            f"{r['instrumented_ns'] / 1e3:9.1f} {pct(r['overhead'], True):>9} {pct(r['error']):>7} "
+            f"{pct(r['share_error']):>9} {pct(r['plain_share_error']):>15} {pct(r['residency_gap']):>8}"
         )
     print(
-        f"{device}: overhead median {result['overhead']:+.1%}, error median {result['error']:.1%}, "
-        f"share error median {result['share_error']:.1%}"
+        f"{device}: overhead median {pct(result['overhead'], True)}, error median {pct(result['error'])} "
+        f"(max {pct(result['error_max'])}), share error median {pct(result['share_error'])} "
+        f"(max {pct(result['share_error_max'])}), unmapped: {result['unmapped'] or 'none'}"
     )
     return 0
 

@@ -1,5 +1,7 @@
-"""Proton's region shares against the warp-state sampler, on profiles recorded on an H100 (the Triton
-examples' Proton profiles and source pages with warp-state samples of the uninstrumented kernels)."""
+"""Proton's region shares against the warp-state sampler, on profiles recorded on the GPU machine: the Triton
+examples' Proton profiles beside source pages with warp-state samples of the uninstrumented kernels (H100),
+and one launch of each instrumented kernel measured by Proton and the sampler at once (H200,
+tests/fixtures/gpu/proton_same_launch)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.proton_shares import function_span, region_spans, sampled_lines, share_errors
-from intelliperf.gpu.proton import scope_metrics
-from tests.recorded import EXAMPLES, RECORDED
+from benchmarks.proton import SAME_LAUNCH_PAGE, SAME_LAUNCH_RAW, resident_warp_cycles
+from benchmarks.proton_shares import (
+    CLOCK_READ,
+    function_span,
+    instrumented_spans,
+    record_order,
+    region_spans,
+    same_launch_accuracy,
+    sampled_instructions,
+    sampled_lines,
+    share_errors,
+)
+from intelliperf.gpu.proton import HATCHET, META, scope_metrics
+from tests.recorded import BY_NAME, EXAMPLES, RECORDED, ROOT
+
+SAME_LAUNCH = RECORDED / "proton_same_launch"
+RECORDINGS = sorted((path.parent.name, path.name) for path in SAME_LAUNCH.glob("*/*") if path.is_dir())
 
 
 def compare(name: str, variant: str, app: str) -> dict[str, dict[str, float]]:
@@ -53,3 +69,122 @@ def test_samples_count_once_and_only_for_the_kernel(tmp_path: Path) -> None:
     by_line = sampled_lines(page, "scale_elements")
     assert by_line and all(v >= 0 for v in by_line.values())
     assert sampled_lines(page, "no_such_kernel") == {}
+
+
+def same_launch(name: str, variant: str) -> tuple[dict[str, object], str, str, str]:
+    """(accuracy, kernel, the kernel's file, the recorded page) of one same-launch recording."""
+    folder = SAME_LAUNCH / name / variant
+    example = BY_NAME[name]
+    source = (EXAMPLES / name / example["app" if variant == "original" else "fixed_app"]).read_text()
+    kernel = json.loads((folder / META).read_text())["kernel"]
+    page = (folder / SAME_LAUNCH_PAGE).read_text()
+    accuracy = same_launch_accuracy(
+        scope_metrics(json.loads((folder / HATCHET).read_text())[0], kernel),
+        page,
+        source,
+        kernel,
+        resident_warp_cycles((folder / SAME_LAUNCH_RAW).read_text()),
+    )
+    return accuracy, kernel, source, page
+
+
+def test_every_triton_example_was_recorded_both_ways() -> None:
+    triton = {e["name"] for e in BY_NAME.values() if e.get("language") == "triton"}
+    assert sorted((name, v) for name in triton for v in ("fixed", "original")) == RECORDINGS
+
+
+@pytest.mark.parametrize(("name", "variant"), RECORDINGS)
+def test_each_clock_read_in_the_instrumented_kernel_is_one_of_the_runners_records(
+    name: str, variant: str
+) -> None:
+    """What lets a sample be given to a region: the k-th clock read in address order is the k-th record."""
+    _, kernel, source, page = same_launch(name, variant)
+    instructions = sampled_instructions(page, kernel)
+    clocks = [sass for _, sass, _ in instructions if CLOCK_READ in sass]
+    assert clocks and len(clocks) == len(record_order(source, kernel))
+    addresses = [address for address, _, _ in instructions]
+    assert addresses == sorted(set(addresses)) and sum(s for _, _, s in instructions) > 1000
+
+
+@pytest.mark.parametrize(("name", "variant"), RECORDINGS)
+def test_the_result_file_is_what_the_recordings_give(name: str, variant: str) -> None:
+    """benchmarks/results/proton.json's accuracy columns, recomputed from the recorded launch."""
+    result = json.loads((ROOT / "benchmarks" / "results" / "proton.json").read_text())
+    row = next(r for r in result["examples"] if (r["example"], r["variant"]) == (name, variant))
+    accuracy, *_ = same_launch(name, variant)
+    assert accuracy == {key: row[key] for key in accuracy}
+    assert accuracy["error"] is not None and set(accuracy["shares"]) == {  # type: ignore[arg-type]
+        r["name"] for r in json.loads((SAME_LAUNCH / name / variant / META).read_text())["regions"]
+    } - {"kernel"}
+
+
+def test_the_atomic_holds_the_atomic_kernels_time_by_both_measures_of_one_launch() -> None:
+    accuracy, *_ = same_launch("triton_atomic", "original")
+    atomic = accuracy["shares"]["atomic@L26"]  # type: ignore[index]
+    assert atomic["proton"] > 0.95 and atomic["sampled"] > 0.95 and atomic["error"] < 0.01
+
+
+def test_a_loads_latency_stays_in_its_region_on_the_instrumented_kernel() -> None:
+    """The spilling softmax: on the plain kernel the sampler counts the row load's wait at the reduction that
+    uses it (1% against Proton's 29%); on the instrumented one, the exit record after the load waits for it,
+    so the sampler finds that wait inside the load's region too."""
+    accuracy, *_ = same_launch("triton_spill", "original")
+    load = accuracy["shares"]["load@L23"]  # type: ignore[index]
+    assert load["proton"] > 0.2 and abs(load["proton"] - load["sampled"]) < 0.02
+
+
+def instruction(address: int, sass: str, samples: float) -> tuple[int, str, float]:
+    return address, sass, samples
+
+
+def test_a_region_takes_the_samples_after_its_enter_clock_read_up_to_its_exit_clock_read() -> None:
+    """A warp sampled at a program counter has not issued that instruction: samples at the enter record's
+    clock read fall before the region, those at its exit record's clock read inside it."""
+    clock = f"CS2R.32 R4, {CLOCK_READ}"
+    instructions = [
+        instruction(0x00, "S2R R0, SR_TID.X", 10),
+        instruction(0x10, clock, 1),  # enter kernel
+        instruction(0x20, "IMAD R2, R0, 4, R1", 3),
+        instruction(0x30, clock, 2),  # enter load
+        instruction(0x40, "LDG.E R5, [R2]", 4),
+        instruction(0x50, clock, 30),  # exit load: the wait for R5's value shows here
+        instruction(0x60, "STG.E [R2], R5", 8),
+        instruction(0x70, clock, 2),  # exit kernel
+        instruction(0x80, "EXIT", 5),
+    ]
+    records = [("enter", "kernel"), ("enter", "load@L3"), ("exit", "load@L3"), ("exit", "kernel")]
+    spans = instrumented_spans(instructions, records)
+    assert spans is not None
+    inside = 3 + 2 + 4 + 30 + 8 + 2
+    assert spans.inside == pytest.approx(inside / 65)
+    assert spans.shares == {"load@L3": pytest.approx(34 / inside)}
+
+
+def test_clock_reads_that_do_not_pair_with_the_records_give_no_verdict() -> None:
+    clock = f"CS2R.32 R4, {CLOCK_READ}"
+    three = [instruction(16 * i, clock, 1) for i in range(3)]
+    records = [("enter", "kernel"), ("enter", "load@L3"), ("exit", "load@L3"), ("exit", "kernel")]
+    assert instrumented_spans(three, records) is None  # a record the compiler removed or duplicated
+    four = [instruction(16 * i, clock, 1) for i in range(4)]
+    no_kernel_scope = [("enter", "load@L3"), ("exit", "load@L3"), ("enter", "store@L4"), ("exit", "store@L4")]
+    assert instrumented_spans(four, no_kernel_scope) is None  # a kernel with an early return
+    silent = [instruction(16 * i, clock, 0) for i in range(4)]
+    assert instrumented_spans(silent, records) is None
+
+
+def test_records_follow_program_order_with_loops_around_their_body() -> None:
+    source = (EXAMPLES / "triton_atomic" / "triton_bins_fixed.py").read_text()
+    assert record_order(source, "bin_sums") == [
+        ("enter", "kernel"),
+        ("enter", "loop@L24"),
+        ("enter", "load@L27"),
+        ("exit", "load@L27"),
+        ("enter", "load@L28"),
+        ("exit", "load@L28"),
+        ("exit", "loop@L24"),
+        ("enter", "atomic@L30"),
+        ("exit", "atomic@L30"),
+        ("exit", "kernel"),
+    ]
+    with pytest.raises(ValueError, match="no function no_such_kernel"):
+        record_order(source, "no_such_kernel")
