@@ -73,16 +73,21 @@ METHOD = (
 )
 
 
+def run_ncu(command: list[str], cwd: Path) -> str:
+    """ncu's stdout; RuntimeError with the end of its output when it fails."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"ncu failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def ncu_launches(argv: list[str], kernel: str, cwd: Path) -> list[dict[str, float]]:
     """Per launch of ``kernel``: {metric: value}."""
     command = [
         "ncu", "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS),
         "-k", f"regex:^{kernel}$", *argv,
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"ncu failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
-    rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
+    rows = [line for line in run_ncu(command, cwd).splitlines() if line.startswith('"')]
     launches: dict[str, dict[str, float]] = {}
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
         value = row["Metric Value"].replace(",", "")
@@ -90,17 +95,37 @@ def ncu_launches(argv: list[str], kernel: str, cwd: Path) -> list[dict[str, floa
     return [launches[key] for key in sorted(launches, key=int)]
 
 
+def sampler_command(
+    argv: list[str], kernel: str, log: Path, *, metrics: bool = False, report: Path | None = None
+) -> list[str]:
+    """ncu on the first launch of ``kernel`` with the warp-state sampler, its source page printed into
+    ``log``; with ``metrics`` also METRICS, with ``report`` the report kept there."""
+    command = [
+        "ncu",
+        "--clock-control",
+        "none",
+        "-k",
+        f"regex:^{kernel}$",
+        "-c",
+        "1",
+        "--section",
+        "SourceCounters",
+    ]
+    if metrics:
+        command += ["--metrics", ",".join(METRICS)]
+    command += [
+        "--warp-sampling-interval", "0", "--import-source", "yes",
+        "--page", "source", "--print-source", "cuda,sass", "--csv", "--log-file", str(log),
+    ]  # fmt: skip
+    if report is not None:
+        command += ["--export", str(report), "--force-overwrite"]
+    return command + argv
+
+
 def ncu_samples(argv: list[str], kernel: str, cwd: Path, scratch: Path) -> str:
     """The source page of the first launch of ``kernel`` with warp-state samples (uninstrumented)."""
     log = scratch / f"{kernel}-samples.log"
-    command = [
-        "ncu", "--clock-control", "none", "-k", f"regex:^{kernel}$", "-c", "1",
-        "--section", "SourceCounters", "--warp-sampling-interval", "0", "--import-source", "yes",
-        "--page", "source", "--print-source", "cuda,sass", "--csv", "--log-file", str(log), *argv,
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"ncu failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    run_ncu(sampler_command(argv, kernel, log), cwd)
     return log.read_text()
 
 
@@ -109,21 +134,13 @@ def same_launch(program: list[str], kernel: str, cwd: Path, out: Path) -> tuple[
     warp-state sampler: ncu's source page with the samples, and its raw page with the launch's resident
     warp-cycles (``smsp__warps_active.sum``)."""
     log, report = out.with_suffix(".samples.log"), out.with_suffix(".ncu-rep")
-    command = [
-        "ncu", "--clock-control", "none", "-k", f"regex:^{kernel}$", "-c", "1",
-        "--section", "SourceCounters", "--metrics", ",".join(METRICS), "--warp-sampling-interval", "0",
-        "--import-source", "yes", "--page", "source", "--print-source", "cuda,sass", "--csv",
-        "--log-file", str(log), "--export", str(report), "--force-overwrite",
-        "python3", str(RUNNER), str(out), kernel, "--", *program,
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"ncu failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
-    raw = subprocess.run(
+    runner = ["python3", str(RUNNER), str(out), kernel, "--", *program]
+    run_ncu(sampler_command(runner, kernel, log, metrics=True, report=report), cwd)
+    raw = run_ncu(
         ["ncu", "--import", str(report), "--page", "raw", "--csv", "--print-units", "base",
          "--metrics", ",".join(METRICS)],
-        capture_output=True, text=True, timeout=300, check=True,
-    ).stdout  # fmt: skip
+        report.parent,
+    )  # fmt: skip
     return log.read_text(), raw
 
 

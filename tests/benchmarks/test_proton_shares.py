@@ -184,3 +184,26 @@ def test_records_follow_program_order_with_loops_around_their_body() -> None:
     ]
     with pytest.raises(ValueError, match="no function no_such_kernel"):
         record_order(source, "no_such_kernel")
+
+
+def test_the_sampler_runs_ask_ncu_for_exactly_what_ran_on_the_device(tmp_path: Path) -> None:
+    """The commands of benchmarks/proton.py's two sampler runs, as they ran on the H200 for proton.json."""
+    from benchmarks.proton import sampler_command
+
+    log, report = tmp_path / "k.log", tmp_path / "k.ncu-rep"
+    sampler = ["--warp-sampling-interval", "0", "--import-source", "yes", "--page", "source"]
+    sampler += ["--print-source", "cuda,sass", "--csv", "--log-file", str(log)]
+    head = ["ncu", "--clock-control", "none", "-k", "regex:^k$", "-c", "1", "--section", "SourceCounters"]
+    plain = ["python3", "./a.py", "3"]
+    assert sampler_command(plain, "k", log) == [*head, *sampler, *plain]
+    runner = ["python3", "runner.py", "out", "k", "--", "./a.py", "1"]
+    assert sampler_command(runner, "k", log, metrics=True, report=report) == [
+        *head,
+        "--metrics",
+        "gpu__time_duration.sum,smsp__warps_active.sum",
+        *sampler,
+        "--export",
+        str(report),
+        "--force-overwrite",
+        *runner,
+    ]
