@@ -48,7 +48,7 @@ from benchmarks.proton_shares import (  # noqa: E402
     sampled_lines,
     share_errors,
 )
-from intelliperf.gpu.ncu import parse_raw_csv  # noqa: E402
+from intelliperf.gpu.ncu import export_page, parse_raw_csv  # noqa: E402
 from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -136,11 +136,9 @@ def same_launch(program: list[str], kernel: str, cwd: Path, out: Path) -> tuple[
     log, report = out.with_suffix(".samples.log"), out.with_suffix(".ncu-rep")
     runner = ["python3", str(RUNNER), str(out), kernel, "--", *program]
     run_ncu(sampler_command(runner, kernel, log, metrics=True, report=report), cwd)
-    raw = run_ncu(
-        ["ncu", "--import", str(report), "--page", "raw", "--csv", "--print-units", "base",
-         "--metrics", ",".join(METRICS)],
-        report.parent,
-    )  # fmt: skip
+    raw = export_page(
+        "ncu", report, "raw", "--print-units", "base", "--metrics", ",".join(METRICS), timeout_s=600
+    )
     return log.read_text(), raw
 
 

@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from formulas.base import is_toolkit_file  # noqa: E402
 from intelliperf.gpu.ncu import csv_rows  # noqa: E402
+from intelliperf.gpu.ncu_source import instructions_from_cuda_sass  # noqa: E402
 from intelliperf.gpu.proton_runner import instrument  # noqa: E402
 
 __all__ = [
@@ -158,21 +159,12 @@ def share_errors(
 
 def sampled_instructions(page: str, kernel: str) -> list[tuple[int, str, float]]:
     """``kernel``'s instructions in address order, each once: (address, SASS, warp-state samples), from a
-    source page with the sampler's column (``--page source --print-source cuda,sass --csv``)."""
-    found: dict[int, tuple[str, float]] = {}
-    function, header = "", []
-    for row in csv_rows(page):
-        if not row:
-            continue
-        if row[0] == "Function Name" and len(row) > 1:
-            function, header = row[1], []
-        elif row[0] == "Line No":
-            header = row
-        elif function == kernel and SAMPLES in header and len(row) > 3 and row[2].startswith("0x"):
-            column = header.index(SAMPLES)
-            if column < len(row):
-                found.setdefault(int(row[2], 16), (row[3].strip(), float(row[column].replace(",", "") or 0)))
-    return [(address, sass, samples) for address, (sass, samples) in sorted(found.items())]
+    source page with the sampler's column (``--page source --print-source cuda,sass --csv``); none where an
+    instruction has no sample count (the column missing, or `n/a`: never read as 0)."""
+    instructions = instructions_from_cuda_sass(page).get(kernel, {}).values()
+    if any(SAMPLES not in i.metrics for i in instructions):
+        return []
+    return sorted((int(i.address, 16), i.sass, i.metrics[SAMPLES]) for i in instructions)
 
 
 def record_order(source: str, kernel: str) -> list[tuple[str, str]]:
