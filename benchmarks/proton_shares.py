@@ -46,8 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from formulas.base import is_toolkit_file  # noqa: E402
-from intelliperf.gpu.ncu import csv_rows  # noqa: E402
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass  # noqa: E402
+from intelliperf.gpu.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view  # noqa: E402
 from intelliperf.gpu.proton_runner import instrument  # noqa: E402
 
 __all__ = [
@@ -72,32 +71,19 @@ def sampled_lines(page: str, kernel: str) -> dict[tuple[str, int], float]:
     page (``--page source --print-source cuda,sass --csv``). An instruction listed under several lines (an
     inlined function under its own line and its call site) counts under the first line of the user's code
     it is listed under, else under the first one: each sample once."""
+    samples = {
+        address: instruction.metrics[SAMPLES]
+        for address, instruction in instructions_from_cuda_sass(page).get(kernel, {}).items()
+        if SAMPLES in instruction.metrics
+    }
     owners: dict[str, tuple[str, int]] = {}
-    samples: dict[str, float] = {}
-    file, function, header, line = "", "", [], 0
-    for row in csv_rows(page):
-        if not row:
-            continue
-        if row[0] == "File Path" and len(row) > 1:
-            file = row[1]
-        elif row[0] == "Function Name" and len(row) > 1:
-            function, header = row[1], []
-        elif row[0] == "Line No":
-            header = row
-        elif function != kernel or not header:
-            continue
-        elif row[0].isdigit():
-            line = int(row[0])
-        elif row[0] == "" and len(row) > 2 and row[2].startswith("0x"):
-            address = row[2]
-            column = header.index(SAMPLES) if SAMPLES in header else -1
-            if column < 0 or column >= len(row):
-                continue
-            value = float(row[column].replace(",", "") or 0)
-            samples[address] = value
+    for line in parse_cuda_sass_view(page).get(kernel, []):
+        for address in line.addresses:
             current = owners.get(address)
-            if current is None or (is_toolkit_file(current[0]) and not is_toolkit_file(file)):
-                owners[address] = (file, line)
+            if address in samples and (
+                current is None or (is_toolkit_file(current[0]) and not is_toolkit_file(line.file))
+            ):
+                owners[address] = (line.file, line.line)
     by_line: dict[tuple[str, int], float] = {}
     for address, owner in owners.items():
         by_line[owner] = by_line.get(owner, 0.0) + samples[address]

@@ -13,6 +13,7 @@ import pytest
 from benchmarks.proton import SAME_LAUNCH_PAGE, SAME_LAUNCH_RAW, resident_warp_cycles
 from benchmarks.proton_shares import (
     CLOCK_READ,
+    SAMPLES,
     function_span,
     instrumented_spans,
     record_order,
@@ -22,6 +23,8 @@ from benchmarks.proton_shares import (
     sampled_lines,
     share_errors,
 )
+from formulas.base import is_toolkit_file
+from intelliperf.gpu.ncu_source import instructions_from_cuda_sass
 from intelliperf.gpu.proton import HATCHET, META, scope_metrics
 from tests.recorded import BY_NAME, EXAMPLES, RECORDED, ROOT
 
@@ -69,6 +72,19 @@ def test_samples_count_once_and_only_for_the_kernel(tmp_path: Path) -> None:
     by_line = sampled_lines(page, "scale_elements")
     assert by_line and all(v >= 0 for v in by_line.values())
     assert sampled_lines(page, "no_such_kernel") == {}
+
+
+def test_an_inlined_toolkit_instruction_counts_at_the_users_line_once() -> None:
+    """atomicAdd's instructions are listed under sm_20_atomic_functions.hpp before the user's line that
+    calls it: their samples count at the user's line, and every sample of the kernel counts once."""
+    page = (RECORDED / "source_views" / "atomic_reduction" / "source_cuda_sass.csv").read_text()
+    kernel = "atomic_sum(const float *, float *, int)"
+    by_line = sampled_lines(page, kernel)
+    assert not [file for file, _ in by_line if is_toolkit_file(file)]
+    instructions = instructions_from_cuda_sass(page)[kernel].values()
+    assert sum(by_line.values()) == sum(i.metrics[SAMPLES] for i in instructions)
+    (source,) = {file for file, _ in by_line}
+    assert by_line[(source, 51)] == 817100.0  # the atomicAdd's line, with the inlined body's samples
 
 
 def same_launch(name: str, variant: str) -> tuple[dict[str, object], str, str, str]:
