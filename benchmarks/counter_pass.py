@@ -25,7 +25,15 @@ for until 2026-11-25 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel 
 `--import-source`; with `--cache-control none` (no cache flush between replay passes, which would make the
 DRAM and L2 counters depend on the pass before); application replay; the floor; the plain run.
 
+``--pass-budget`` asks what one replay pass fewer would cost the diagnoses and save: on the one-kernel
+example, ncu's passes per kernel for the pass, and which kernel-level metrics must go for one pass fewer
+(kept greedily in the table's order, and again with the memory units' sub-units first); on the
+eight-kernel example, the pass side by side with the pass without them, and the kernel-level metrics alone
+against one of them alone (what a replay pass costs per kernel). Beside it, from the recorded raw pages
+(tests/fixtures/gpu), how far each sm_90 sub-unit's absence would under-read its unit's utilization.
+
     python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
+    python benchmarks/counter_pass.py --pass-budget   (writes benchmarks/results/counter_pass_budget.json)
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from accordo.trace import run_traced  # noqa: E402
 from benchmarks.common import device_name, plain_wall  # noqa: E402
+from formulas.quantities import Quantity  # noqa: E402
 from formulas.selection import formulas_for, metrics_for  # noqa: E402
 from intelliperf.engine.diagnose import targets_of  # noqa: E402
 from intelliperf.gpu.backend import rank_kernels  # noqa: E402
@@ -57,6 +67,7 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     SOURCE_PAGE,
     export_page,
     kernel_id_filter,
+    parse_raw_csv,
     profile_command,
     read_raw_page,
 )
@@ -64,6 +75,7 @@ from intelliperf.gpu.nvidia_metrics import ncu_metrics  # noqa: E402
 from intelliperf.gpu.profiles import DEVICE_METRICS  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
+RECORDED = ROOT / "tests" / "fixtures" / "gpu"
 SASS_KERNEL_METRICS = (
     "smsp__sass_inst_executed_op_global_atom.sum",
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
@@ -95,10 +107,16 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout + done.stderr
 
 
+def _without_page(command: list[str]) -> list[str]:
+    if SOURCE_PAGE[0] not in command:
+        return list(command)
+    start = command.index(SOURCE_PAGE[0])
+    return command[:start] + command[start + len(SOURCE_PAGE) :]
+
+
 def replay_passes(profile: list[str], cwd: Path) -> list[int]:
     """Replay passes per profiled kernel, as ncu reports them ("- 10 passes") when it prints no page."""
-    start = profile.index(SOURCE_PAGE[0])
-    without_page = profile[:start] + profile[start + len(SOURCE_PAGE) :]
+    without_page = _without_page(profile)
     log = Path(without_page[without_page.index("--log-file") + 1])
     timed(without_page, cwd)
     return [int(n) for n in re.findall(r"- (\d+) pass(?:es)?\b", log.read_text())]
@@ -181,9 +199,7 @@ def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, 
     """Each plan's ncu command lines (without the application's argv), run one after another."""
     report, log = tmp / "profile.ncu-rep", tmp / "ncu.log"
     one_run = profile_command("ncu", [], kernel_names=names, metrics=metrics, report=report, log=log)
-    start = one_run.index(SOURCE_PAGE[0])
-    no_page = one_run[:start] + one_run[start + len(SOURCE_PAGE) :]
-    kernel_level = _without(_without(no_page, "--section"), "--import-source")
+    kernel_level = _without(_without(_without_page(one_run), "--section"), "--import-source")
     source_only = _without(one_run, "--metrics")
     with_sass = list(one_run)
     with_sass[one_run.index("--metrics") + 1] = ",".join([*metrics, *SASS_KERNEL_METRICS])
@@ -226,6 +242,96 @@ def plans(example: str, binary: str, repeats: int) -> dict[str, object]:
     }
 
 
+def metrics_past_budget(metrics: Sequence[str], fits: Callable[[list[str]], bool]) -> list[str]:
+    """The metrics left out when each, in order, is kept if the kept ones with it still ``fits``."""
+    kept: list[str] = []
+    for metric in metrics:
+        if fits([*kept, metric]):
+            kept.append(metric)
+    return [m for m in metrics if m not in kept]
+
+
+def subunit_underread(pages: Sequence[Path]) -> dict[str, dict[str, object]]:
+    """Per sm_90 sub-unit of the L2 and L1 utilizations: over the recorded kernels that have every sub-unit,
+    the most points by which the unit's utilization (the busiest sub-unit) would read lower without it,
+    on which kernel, and on how many kernels by more than one point."""
+    found: dict[str, dict[str, object]] = {}
+    for quantity in (Quantity.L2_BUSY_PCT, Quantity.L1_BUSY_PCT):
+        units = ncu_metrics([quantity], "sm_90")
+        kernels = [
+            (f"{page.parent.relative_to(RECORDED)}: {k.name}", [k.metrics[u] for u in units])
+            for page in pages
+            for k in parse_raw_csv(page.read_text())
+            if all(u in k.metrics for u in units)
+        ]
+        for at, unit in enumerate(units):
+            losses = [(max(v) - max(v[:at] + v[at + 1 :]), where) for where, v in kernels]
+            worst, where = max(losses)
+            found[unit] = {
+                "kernels": len(kernels),
+                "most_points": round(worst, 2),
+                "on": where,
+                "kernels_over_1_point": sum(loss > 1 for loss, _ in losses),
+            }
+    return found
+
+
+def pass_budget(repeats: int) -> dict[str, object]:
+    """What one replay pass fewer per kernel would take out of the pass and save (see the module doc)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report, log = Path(tmp) / "profile.ncu-rep", Path(tmp) / "ncu.log"
+        cwd = EXAMPLES / "divergent_lanes"
+        argv = ["./bin/divergent_lanes"]
+        names, metrics = counter_pass_inputs(argv, cwd)
+
+        def passes(chosen: list[str]) -> int:
+            command = profile_command("ncu", [], kernel_names=names, metrics=chosen, report=report, log=log)
+            return max(replay_passes(command + argv, cwd))
+
+        full = passes(metrics)
+        subunits = ncu_metrics([Quantity.DRAM_BUSY_PCT, Quantity.L2_BUSY_PCT, Quantity.L1_BUSY_PCT], "sm_90")
+        in_order = metrics_past_budget(metrics, lambda chosen: passes(chosen) < full)
+        subunits_first = [*subunits, *(m for m in metrics if m not in subunits)]
+        with_subunits = metrics_past_budget(subunits_first, lambda chosen: passes(chosen) < full)
+
+        cwd = EXAMPLES / "tile_sums"
+        argv = ["./bin/tile_sums"]
+        names, metrics = counter_pass_inputs(argv, cwd)
+        one_run = profile_command("ncu", [], kernel_names=names, metrics=metrics, report=report, log=log)
+        fewer = [m for m in metrics if m not in in_order]
+        one_pass_fewer = profile_command("ncu", [], kernel_names=names, metrics=fewer, report=report, log=log)
+        kernel_level = _without(_without(_without_page(one_run), "--section"), "--import-source")
+        single = list(kernel_level)
+        single[single.index("--metrics") + 1] = metrics[0]
+        commands = {
+            "one_run": one_run,
+            "one_pass_fewer": one_pass_fewer,
+            "kernel_level_only": kernel_level,
+            "one_kernel_level_metric": single,
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(repeats):
+            for name, command in commands.items():
+                seconds[name].append(timed(command + argv, cwd)[0])
+        passes_8 = {name: max(replay_passes(command + argv, cwd)) for name, command in commands.items()}
+    median = {name: round(statistics.median(v), 4) for name, v in seconds.items()}
+    per_pass = (median["kernel_level_only"] - median["one_kernel_level_metric"]) / (
+        (passes_8["kernel_level_only"] - passes_8["one_kernel_level_metric"]) * len(names)
+    )
+    return {
+        "passes_per_kernel": full,
+        "out_for_one_pass_fewer": {"in_the_tables_order": in_order, "memory_sub_units_first": with_subunits},
+        "tile_sums": {
+            "profiled_kernels": len(names),
+            "passes_per_kernel": passes_8,
+            "median_s": median,
+            "runs_s": {name: [round(v, 4) for v in values] for name, values in seconds.items()},
+            "plain_s": round(plain_wall(argv, cwd, repeats=repeats), 4),
+            "seconds_per_replay_pass_per_kernel": round(per_pass, 4),
+        },
+    }
+
+
 def per_kernel_cost(rows: list[dict]) -> dict[str, float] | None:
     """Least squares of (profiled kernels, profiling run - floor): seconds per profiled kernel and the fixed
     seconds beyond the floor; None with fewer than two distinct kernel counts."""
@@ -238,14 +344,32 @@ def per_kernel_cost(rows: list[dict]) -> dict[str, float] | None:
     return {"seconds_per_kernel": round(slope, 4), "fixed_seconds": round(mean_y - slope * mean_x, 4)}
 
 
+def default_out(pass_budget: bool) -> Path:
+    """Each mode's own results file, so that one never overwrites the other's."""
+    name = "counter_pass_budget.json" if pass_budget else "counter_pass.json"
+    return ROOT / "benchmarks" / "results" / name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "counter_pass.json")
+    parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/<mode's file>")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--record", type=Path, default=None, help="keep the pages here (test fixtures)")
     parser.add_argument("--plans", action="store_true", help="also time other collection plans")
+    parser.add_argument("--pass-budget", action="store_true", help="only what a pass fewer would take")
     args = parser.parse_args()
+    out = args.out or default_out(args.pass_budget)
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
+    if args.pass_budget:
+        budget = {
+            "device": device_name(),
+            **pass_budget(args.repeats),
+            "sub_unit_underread_on_recorded_kernels": subunit_underread(sorted(RECORDED.glob("**/raw.csv"))),
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(budget, indent=1) + "\n")
+        print(json.dumps(budget, indent=1))
+        return 0
     rows = [measure(example, binary, args.repeats, args.record) for example, binary in CASES.items()]
     result: dict[str, object] = {"device": device_name(), "rows": rows, "fit": per_kernel_cost(rows)}
     if args.plans:
@@ -254,8 +378,8 @@ def main() -> int:
             for example, binary in CASES.items()
             if example in ("divergent_lanes", "tile_sums")
         ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
     header = f"{'example':18} {'kernels':>7} {'passes':>6} {'plain':>6} {'floor':>6} "
     header += f"{'profile':>7} {'raw':>5} "
     print(header + f"{'(export)':>8} {'(sass)':>6} {'ratio':>6} {'floor x':>7}")
