@@ -195,11 +195,16 @@ def _with_kernels(command: list[str], names: list[str]) -> list[str]:
     return command[:at] + kernel_id_filter(names) + command[at + 4 :]
 
 
+def kernel_level_command(one_run: list[str]) -> list[str]:
+    """The pass's command with only its kernel-level metrics: no source section, page or imported source."""
+    return _without(_without(_without_page(one_run), "--section"), "--import-source")
+
+
 def plan_commands(names: list[str], metrics: list[str], tmp: Path) -> dict[str, list[list[str]]]:
     """Each plan's ncu command lines (without the application's argv), run one after another."""
     report, log = tmp / "profile.ncu-rep", tmp / "ncu.log"
     one_run = profile_command("ncu", [], kernel_names=names, metrics=metrics, report=report, log=log)
-    kernel_level = _without(_without(_without_page(one_run), "--section"), "--import-source")
+    kernel_level = kernel_level_command(one_run)
     source_only = _without(one_run, "--metrics")
     with_sass = list(one_run)
     with_sass[one_run.index("--metrics") + 1] = ",".join([*metrics, *SASS_KERNEL_METRICS])
@@ -281,7 +286,7 @@ def pass_budget(repeats: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         report, log = Path(tmp) / "profile.ncu-rep", Path(tmp) / "ncu.log"
         cwd = EXAMPLES / "divergent_lanes"
-        argv = ["./bin/divergent_lanes"]
+        argv = [f"./{CASES['divergent_lanes']}"]
         names, metrics = counter_pass_inputs(argv, cwd)
 
         def passes(chosen: list[str]) -> int:
@@ -295,12 +300,12 @@ def pass_budget(repeats: int) -> dict[str, object]:
         with_subunits = metrics_past_budget(subunits_first, lambda chosen: passes(chosen) < full)
 
         cwd = EXAMPLES / "tile_sums"
-        argv = ["./bin/tile_sums"]
+        argv = [f"./{CASES['tile_sums']}"]
         names, metrics = counter_pass_inputs(argv, cwd)
         one_run = profile_command("ncu", [], kernel_names=names, metrics=metrics, report=report, log=log)
         fewer = [m for m in metrics if m not in in_order]
         one_pass_fewer = profile_command("ncu", [], kernel_names=names, metrics=fewer, report=report, log=log)
-        kernel_level = _without(_without(_without_page(one_run), "--section"), "--import-source")
+        kernel_level = kernel_level_command(one_run)
         single = list(kernel_level)
         single[single.index("--metrics") + 1] = metrics[0]
         commands = {
