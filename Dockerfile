@@ -77,21 +77,20 @@ CMD ["sh", "-c", "exec intelliperf serve --no-worker --host 0.0.0.0 --port \"${I
 
 FROM ${CUDA_BASE} AS worker-cuda
 LABEL org.opencontainers.image.title="intelliperf-worker-cuda" \
-      org.opencontainers.image.description="IntelliPerf GPU worker (intelliperf worker): CUDA, CUPTI, Nsight Compute"
+      org.opencontainers.image.description="IntelliPerf GPU worker (intelliperf worker): CUDA, CUPTI, nvdisasm"
 ARG DEBIAN_FRONTEND=noninteractive
 # Python for the worker, git for cloning jobs' repositories, g++/make for the projects and for Accordo's
-# CUPTI library (built below, when the image is built). Nsight Compute: the devel images usually carry the
-# toolkit's cuda-nsight-compute package; it is installed here when ncu is missing.
+# CUPTI library (built below, when the image is built; it also runs the counter pass). The counter pass
+# reads the kernels' machine code with the toolkit's nvdisasm, which the devel images carry (cuda-nvdisasm);
+# Nsight Compute is not needed.
 RUN set -eu; \
     apt-get update; \
     apt-get install -y --no-install-recommends python3 python3-venv python3-dev git make g++ ca-certificates; \
-    if ! command -v ncu >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/ncu ]; then \
+    if [ ! -x /usr/local/cuda/bin/nvdisasm ]; then \
         v=$(echo "${CUDA_VERSION:?the CUDA base image sets CUDA_VERSION}" | cut -d. -f1,2 | tr . -); \
-        apt-get install -y --no-install-recommends "cuda-nsight-compute-$v"; \
+        apt-get install -y --no-install-recommends "cuda-nvdisasm-$v"; \
     fi; \
-    if ! command -v ncu >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/ncu ]; then \
-        ln -s "$(ls -d /opt/nvidia/nsight-compute/*/ncu | sort -V | tail -n 1)" /usr/local/bin/ncu; \
-    fi; \
+    test -x /usr/local/cuda/bin/nvdisasm; \
     test -d /usr/local/cuda/extras/CUPTI/include; \
     rm -rf /var/lib/apt/lists/*
 COPY --from=sources /src /src
@@ -107,7 +106,7 @@ RUN set -eu; \
 ENV ACCORDO_CACHE_DIR=/opt/intelliperf/accordo
 RUN /opt/intelliperf/bin/intelliperf prepare
 # Non-root: the NVIDIA container toolkit makes the GPU's device nodes usable by any user, so CUDA works.
-# Nsight Compute's counters, however, are admin-only unless the HOST's driver allows everyone
+# The hardware counters (CUPTI's profiler), however, are admin-only unless the HOST's driver allows everyone
 # (options nvidia NVreg_RestrictProfilingToAdminUsers=0, then reload the module or reboot). Where that
 # cannot be set, run this image with `--user 0 --cap-add SYS_ADMIN` (compose: user: "0", cap_add).
 # (.cache: Accordo's built library; data: the embedded defaults. Made here so volumes mounted there are

@@ -28,10 +28,15 @@ __all__ = [
     "KernelLaunch",
     "KernelStats",
     "TracedRun",
+    "int_field",
+    "jsonl_records",
+    "jsonl_text_records",
     "read_trace",
     "run_traced",
     "stats_of",
+    "str_field",
     "summarize",
+    "triple_field",
 ]
 
 TRACE_VERSION = 1
@@ -82,21 +87,21 @@ class TracedRun:
 # Reading
 
 
-def _int(record: Mapping[str, object], key: str, where: str) -> int:
+def int_field(record: Mapping[str, object], key: str, where: str) -> int:
     value = record.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise ProfileError(f"{where}: field {key!r} is missing or not an integer")
     return value
 
 
-def _str(record: Mapping[str, object], key: str, where: str) -> str:
+def str_field(record: Mapping[str, object], key: str, where: str) -> str:
     value = record.get(key)
     if not isinstance(value, str):
         raise ProfileError(f"{where}: field {key!r} is missing or not a string")
     return value
 
 
-def _triple(record: Mapping[str, object], key: str, where: str) -> tuple[int, int, int]:
+def triple_field(record: Mapping[str, object], key: str, where: str) -> tuple[int, int, int]:
     value = record.get(key)
     if (
         not isinstance(value, list)
@@ -111,17 +116,17 @@ def _launch(record: object, where: str) -> KernelLaunch:
     if not isinstance(record, dict):
         raise ProfileError(f"{where}: expected a JSON object")
     launch = KernelLaunch(
-        corr=_int(record, "corr", where),
-        name=_str(record, "name", where),
-        demangled=_str(record, "demangled", where),
-        start=_int(record, "start", where),
-        end=_int(record, "end", where),
-        grid=_triple(record, "grid", where),
-        block=_triple(record, "block", where),
-        smem=_int(record, "smem", where),
-        regs=_int(record, "regs", where),
-        device=_int(record, "device", where),
-        stream=_int(record, "stream", where),
+        corr=int_field(record, "corr", where),
+        name=str_field(record, "name", where),
+        demangled=str_field(record, "demangled", where),
+        start=int_field(record, "start", where),
+        end=int_field(record, "end", where),
+        grid=triple_field(record, "grid", where),
+        block=triple_field(record, "block", where),
+        smem=int_field(record, "smem", where),
+        regs=int_field(record, "regs", where),
+        device=int_field(record, "device", where),
+        stream=int_field(record, "stream", where),
     )
     if launch.end < launch.start:
         raise ProfileError(f"{where}: end {launch.end} is before start {launch.start}")
@@ -144,7 +149,13 @@ def jsonl_records(
         raise ProfileError(f"the {kind} file {path} does not exist") from None
     except OSError as exc:
         raise ProfileError(f"cannot read the {kind} file {path}: {exc}") from exc
-    text = data.decode("utf-8", errors="replace")
+    return jsonl_text_records(data.decode("utf-8", errors="replace"), str(path), kind, version)
+
+
+def jsonl_text_records(
+    text: str, path: str, kind: str, version: int
+) -> tuple[dict[str, Any], list[tuple[str, object]]]:
+    """``jsonl_records`` of a file's text; ``path`` names it in messages."""
     lines = text.split("\n")
     if not text.strip():
         raise ProfileError(f"the {kind} file {path} is empty")

@@ -25,6 +25,13 @@ for until 2026-11-25 (`with_l1_bytes_and_hit_rates`: 5 replay passes per kernel 
 `--import-source`; with `--cache-control none` (no cache flush between replay passes, which would make the
 DRAM and L2 counters depend on the pass before); application replay; the floor; the plain run.
 
+``--against-ncu`` (since 2026-11-27, when the counter pass left Nsight Compute for CUPTI) times, per example
+and side by side (interleaved, median of --repeats), the plain run, the counter pass as the engine runs it
+(`NvidiaBackend.collect`: libaccordo's counters mode, the second run for kernels launched once, nvdisasm) and
+the Nsight Compute pass it replaced (its command and raw-page reader, as the sections above time them), and
+checks that both measured the same: every per-instruction total equal, counts of work within 2%, and how
+far the throughputs and durations differ. It writes ``benchmarks/results/counter_pass_vs_ncu.json``.
+
 ``--pass-budget`` asks what one replay pass fewer would cost the diagnoses and save: on the one-kernel
 example, ncu's passes per kernel for the pass, and which kernel-level metrics must go for one pass fewer
 (kept greedily in the table's order, and again with the memory units' sub-units first); on the
@@ -34,6 +41,8 @@ against one of them alone (what a replay pass costs per kernel). Beside it, from
 
     python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
     python benchmarks/counter_pass.py --pass-budget   (writes benchmarks/results/counter_pass_budget.json)
+    python benchmarks/counter_pass.py --against-ncu [--only example/binary,...]
+        (writes benchmarks/results/counter_pass_vs_ncu.json)
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from formulas.quantities import Quantity  # noqa: E402
 from formulas.selection import formulas_for, metrics_for  # noqa: E402
 from intelliperf.engine.diagnose import targets_of  # noqa: E402
 from intelliperf.gpu.backend import rank_kernels  # noqa: E402
+from intelliperf.gpu.cupti_counters import CounterRecords, parse_counters  # noqa: E402
 from intelliperf.gpu.ncu import (  # noqa: E402
     EXPORTS,
     LOG_FILE,
@@ -71,8 +81,10 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     profile_command,
     read_raw_page,
 )
-from intelliperf.gpu.nvidia_metrics import ncu_metrics  # noqa: E402
-from intelliperf.gpu.profiles import DEVICE_METRICS  # noqa: E402
+from intelliperf.gpu.ncu_source import instructions_from_cuda_sass  # noqa: E402
+from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
+from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics  # noqa: E402
+from intelliperf.gpu.profiles import DEVICE_METRICS, counted_metrics  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 RECORDED = ROOT / "tests" / "fixtures" / "gpu"
@@ -349,9 +361,111 @@ def per_kernel_cost(rows: list[dict]) -> dict[str, float] | None:
     return {"seconds_per_kernel": round(slope, 4), "fixed_seconds": round(mean_y - slope * mean_x, 4)}
 
 
-def default_out(pass_budget: bool) -> Path:
+WORK_COUNTS = (
+    "lts__t_sectors_op_atom.max",
+    "lts__t_sectors_op_red.max",
+    "lts__t_sectors_op_atom.avg",
+    "lts__t_sectors_op_red.avg",
+    "smsp__inst_executed_op_generic_atom.sum",
+    "smsp__inst_executed_op_global_red.sum",
+    "smsp__thread_inst_executed_per_inst_executed.ratio",
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__registers_per_thread",
+    "launch__occupancy_limit_registers",
+)
+"""Kernel-level values that count work: the same on every replay of a launch, whichever tool reads them."""
+
+
+def agreement(records: CounterRecords, profiles: dict, raw: dict, pages: dict) -> dict[str, object]:
+    """How what the CUPTI pass measured compares with ncu's pages of the same binary: per-instruction
+    totals (equal or not), counts of work and the other kernel-level values (relative differences)."""
+    columns_equal = all(
+        profiles[name].instruction_total(column)
+        == sum(i.metrics.get(label, 0.0) for i in pages[name].values())
+        for name in profiles
+        for label, column in COLUMNS.items()
+    )
+    counts_off, rates_off = [], []
+    for name in profiles:
+        ours = counted_metrics(records.kernels[name], records.device)
+        for metric, value in ours.items():
+            theirs = raw[name].get(metric)
+            if theirs is None:
+                continue
+            off = abs(value - theirs) / abs(theirs) if theirs else abs(value)
+            (counts_off if metric in WORK_COUNTS else rates_off).append(off)
+    return {
+        "instruction_columns_equal": columns_equal,
+        "work_counts_max_rel_diff": round(max(counts_off, default=0.0), 4),
+        "rates_median_rel_diff": round(statistics.median(rates_off), 4) if rates_off else None,
+        "rates_max_rel_diff": round(max(rates_off, default=0.0), 4),
+    }
+
+
+def against_ncu(example: str, binary: str, repeats: int) -> dict[str, object]:
+    """The CUPTI counter pass and the Nsight Compute pass it replaced, side by side on one application."""
+    cwd = EXAMPLES / example
+    argv = [f"./{binary}"]
+    kernels = targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)
+    wanted = metrics_for(formulas_for("auto"))
+    metrics = ncu_metrics(wanted, "sm_90")
+    plain, cupti, ncu = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        report, log = Path(tmp) / "profile.ncu-rep", Path(tmp) / "ncu.log"
+        command = profile_command(
+            "ncu", argv, kernel_names=[k.name for k in kernels], metrics=metrics, report=report, log=log
+        )
+        recording = Path(tmp) / "recording"
+        backend = NvidiaBackend(record=recording)
+        for _ in range(repeats):
+            plain.append(plain_wall(argv, cwd, repeats=1))
+            started = time.perf_counter()
+            profiles = backend.collect(argv, cwd=cwd, kernels=kernels, metrics=wanted, timeout_s=600)
+            cupti.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            timed(command, cwd)
+            page = read_raw_page("ncu", report, metrics=[*metrics, *DEVICE_METRICS])
+            ncu.append(time.perf_counter() - started)
+        records = parse_counters([p.read_text() for p in sorted(recording.glob("counters-*.jsonl"))])
+        raw = {k.name: k.metrics for k in parse_raw_csv(page)}
+        pages = instructions_from_cuda_sass(log.read_text())
+    median_plain = statistics.median(plain)
+    return {
+        "example": example,
+        "binary": binary,
+        "profiled_kernels": len(kernels),
+        "launched_once": sum(1 for k in kernels if k.launches == 1),
+        "plain_s": round(median_plain, 4),
+        "cupti_s": round(statistics.median(cupti), 4),
+        "ncu_s": round(statistics.median(ncu), 4),
+        "cupti_ratio": round(statistics.median(cupti) / median_plain, 2),
+        "ncu_ratio": round(statistics.median(ncu) / median_plain, 2),
+        "runs_s": {
+            name: [round(v, 4) for v in values]
+            for name, values in (("plain", plain), ("cupti", cupti), ("ncu", ncu))
+        },
+        "replay_passes": records.passes,
+        **agreement(records, profiles, raw, pages),
+    }
+
+
+def print_against(rows: list[dict]) -> None:
+    header = f"{'example':18} {'binary':26} {'kernels':>7} {'plain':>6} {'CUPTI':>6} {'x':>5}"
+    print(header + f" {'ncu':>6} {'x':>5}  same")
+    for r in rows:
+        print(
+            f"{r['example']:18} {r['binary']:26} {r['profiled_kernels']:7} {r['plain_s']:6.2f} "
+            f"{r['cupti_s']:6.2f} {r['cupti_ratio']:5.1f} {r['ncu_s']:6.2f} {r['ncu_ratio']:5.1f}  "
+            f"{r['instruction_columns_equal']}"
+        )
+
+
+def default_out(pass_budget: bool, against: bool = False) -> Path:
     """Each mode's own results file, so that one never overwrites the other's."""
     name = "counter_pass_budget.json" if pass_budget else "counter_pass.json"
+    if against:
+        name = "counter_pass_vs_ncu.json"
     return ROOT / "benchmarks" / "results" / name
 
 
@@ -362,9 +476,23 @@ def main() -> int:
     parser.add_argument("--record", type=Path, default=None, help="keep the pages here (test fixtures)")
     parser.add_argument("--plans", action="store_true", help="also time other collection plans")
     parser.add_argument("--pass-budget", action="store_true", help="only what a pass fewer would take")
+    parser.add_argument("--against-ncu", action="store_true", help="only the CUPTI pass beside ncu's")
+    parser.add_argument("--only", default=None, help="--against-ncu: comma-separated example/binary pairs")
     args = parser.parse_args()
-    out = args.out or default_out(args.pass_budget)
+    out = args.out or default_out(args.pass_budget, args.against_ncu)
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
+    if args.against_ncu:
+        cases = [pair.split("/", 1) for pair in args.only.split(",")] if args.only else list(CASES.items())
+        rows = []
+        for example, binary in cases:
+            rows.append(against_ncu(example, binary, args.repeats))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "runs_s"}), flush=True)
+        result = {"device": device_name(), "rows": rows}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print_against(rows)
+        print(f"device {result['device']}")
+        return 0
     if args.pass_budget:
         budget = {
             "device": device_name(),

@@ -3,12 +3,12 @@
     IntelliPerfError                      exit 1
     ├── SpecError                         exit 2   malformed job spec or option
     ├── NoGpuError                        exit 3   no NVIDIA GPU / driver visible
-    ├── ToolMissingError                  exit 4   ncu, nvcc or a compiler is not installed
+    ├── ToolMissingError                  exit 4   nvdisasm, nvcc or a compiler is not installed
     ├── BuildError                        exit 5   the user's build command failed
     ├── AppError                          exit 6   the application is missing, crashed or timed out
     ├── KernelNotFoundError               exit 7   -k/--kernel matched no launched kernel
     ├── NoLineInfoError                   exit 8   the kernel was built without -lineinfo
-    ├── ProfileError                      exit 9   the tracer or ncu failed on a program that runs
+    ├── ProfileError                      exit 9   the tracer or the counter pass failed on a running program
     ├── NativeBuildError                  exit 10  the Accordo capture library failed to compile
     └── ValidationError                   exit 11  Accordo could not judge (not: the candidate was wrong)
 

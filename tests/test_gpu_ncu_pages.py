@@ -20,6 +20,7 @@ from formulas.quantities import Column
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.engine.diagnose import targets_of
 from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.cupti_counters import counter_pass_lock
 from intelliperf.gpu.ncu import (
     EXPORTS,
     RAW_PAGE,
@@ -52,15 +53,16 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
     names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=EXAMPLE, timeout_s=300).stats), 10)]
     assert len(names) >= 8
     metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
-    run = run_ncu(
-        "ncu",
-        argv,
-        cwd=EXAMPLE,
-        kernel_names=names,
-        metrics=metrics,
-        workdir=tmp_path,
-        timeout_s=300,
-    )
+    with counter_pass_lock():  # ncu and the counter passes of tests running beside this one take turns
+        run = run_ncu(
+            "ncu",
+            argv,
+            cwd=EXAMPLE,
+            kernel_names=names,
+            metrics=metrics,
+            workdir=tmp_path,
+            timeout_s=300,
+        )
     assert report_reader_dir("ncu") is not None, (
         "ncu's report reader (extras/python/ncu_report.py) is missing"
     )

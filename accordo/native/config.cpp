@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "log.h"
 
@@ -30,6 +33,54 @@ std::string expand_pid(const std::string& path) {
   return out;
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
+// A launch number: a non-negative integer, else `fallback` (with a message).
+uint64_t launch_number(const char* name, uint64_t fallback) {
+  const std::string text = env(name);
+  if (text.empty()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || text[0] == '-') {
+    log_error("%s='%s' is not a launch number; using %llu", name, text.c_str(),
+              static_cast<unsigned long long>(fallback));
+    return fallback;
+  }
+  return value;
+}
+
+bool load_counters(Config& config) {
+  config.kernels = split_commas(env("ACCORDO_KERNELS"));
+  config.metrics = split_commas(env("ACCORDO_METRICS"));
+  config.sass_metrics = split_commas(env("ACCORDO_SASS_METRICS"));
+  config.metrics_launch = launch_number("ACCORDO_METRICS_LAUNCH", 1);
+  config.sass_launch = launch_number("ACCORDO_SASS_LAUNCH", 2);
+  config.cubin_dir = env("ACCORDO_CUBIN_DIR");
+  if (config.kernels.empty()) {
+    log_error("ACCORDO_KERNELS is not set in counters mode; Accordo is disabled");
+    return false;
+  }
+  if (config.cubin_dir.empty()) {
+    log_error("ACCORDO_CUBIN_DIR is not set in counters mode; Accordo is disabled");
+    return false;
+  }
+  if (config.metrics_launch != 0 && config.metrics_launch == config.sass_launch) {
+    log_error("ACCORDO_METRICS_LAUNCH and ACCORDO_SASS_LAUNCH name the same launch; Accordo is disabled");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool load_config(Config& config) {
@@ -41,8 +92,11 @@ bool load_config(Config& config) {
     config.mode = Mode::Capture;
   } else if (mode == "time") {
     config.mode = Mode::Time;
+  } else if (mode == "counters") {
+    config.mode = Mode::Counters;
   } else {
-    log_error("ACCORDO_MODE must be 'trace', 'capture' or 'time', not '%s'; Accordo is disabled", mode.c_str());
+    log_error("ACCORDO_MODE must be 'trace', 'capture', 'time' or 'counters', not '%s'; Accordo is disabled",
+              mode.c_str());
     return false;
   }
 
@@ -52,6 +106,7 @@ bool load_config(Config& config) {
     return false;
   }
 
+  if (config.mode == Mode::Counters) return load_counters(config);
   if (config.mode != Mode::Trace) {
     config.kernel_regex = env("ACCORDO_KERNEL");
     if (config.kernel_regex.empty()) {

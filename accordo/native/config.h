@@ -1,19 +1,27 @@
 // Configuration from the environment (read once, in InitializeInjection).
-//   ACCORDO_MODE       trace (default) | capture | time
+//   ACCORDO_MODE       trace (default) | capture | time | counters
 //   ACCORDO_OUTPUT     output path (required); "%p" in it is replaced by the process id
 //   ACCORDO_KERNEL     capture, time: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
 //   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
+//   ACCORDO_KERNELS    counters: comma-separated mangled names of the kernels to profile (exact names)
+//   ACCORDO_METRICS    counters: comma-separated range-profiler metrics (kernel-level)
+//   ACCORDO_SASS_METRICS  counters: comma-separated SASS metrics (per instruction)
+//   ACCORDO_METRICS_LAUNCH, ACCORDO_SASS_LAUNCH  counters: which launch of each kernel (1-based; 0 never)
+//                      gets the kernel-level metrics (default 1) and the SASS metrics (default 2)
+//   ACCORDO_CUBIN_DIR  counters: existing folder where each module that holds a profiled kernel is saved
+//                      as <crc>.cubin
 //   ACCORDO_STATS      1 prints where Accordo's time went on stderr at exit (default 0): trace mode, CUPTI's
 //                      set-up and the final flush; capture mode, the snapshots
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accordo {
 
-enum class Mode { Trace, Capture, Time };
+enum class Mode { Trace, Capture, Time, Counters };
 
 struct Config {
   Mode mode = Mode::Trace;
@@ -22,6 +30,12 @@ struct Config {
   uint64_t max_bytes = uint64_t{2} << 30;
   bool dedupe = true;
   bool stats = false;
+  std::vector<std::string> kernels;
+  std::vector<std::string> metrics;
+  std::vector<std::string> sass_metrics;
+  uint64_t metrics_launch = 1;
+  uint64_t sass_launch = 2;
+  std::string cubin_dir;
 };
 
 // Fills `config` from the environment. On an unusable configuration prints why and returns false.

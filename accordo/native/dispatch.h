@@ -121,6 +121,22 @@ inline CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* stat
   ACCORDO_DRIVER_CALL(cuStreamIsCapturing, stream, status);
 }
 
+inline CUresult ctx_get_current(CUcontext* ctx) { ACCORDO_DRIVER_CALL(cuCtxGetCurrent, ctx); }
+
+inline CUresult ctx_get_device(CUdevice* device) { ACCORDO_DRIVER_CALL(cuCtxGetDevice, device); }
+
+inline CUresult device_get_attribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  ACCORDO_DRIVER_CALL(cuDeviceGetAttribute, value, attribute, device);
+}
+
+inline CUresult func_get_attribute(int* value, CUfunction_attribute attribute, CUfunction f) {
+  ACCORDO_DRIVER_CALL(cuFuncGetAttribute, value, attribute, f);
+}
+
+inline CUresult kernel_get_attribute(int* value, CUfunction_attribute attribute, CUkernel kernel, CUdevice device) {
+  ACCORDO_DRIVER_CALL(cuKernelGetAttribute, value, attribute, kernel, device);
+}
+
 #undef ACCORDO_DRIVER_CALL
 
 // "<what> failed: CUDA_ERROR_X (description)" for error messages.

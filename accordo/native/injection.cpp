@@ -6,6 +6,7 @@
 
 #include "capture.h"
 #include "config.h"
+#include "counters.h"
 #include "log.h"
 #include "timer.h"
 #include "trace.h"
@@ -28,6 +29,9 @@ void finish_at_exit() {
         break;
       case accordo::Mode::Trace:
         accordo::trace_finish();
+        break;
+      case accordo::Mode::Counters:
+        accordo::counters_finish();
         break;
     }
   } catch (const std::exception& e) {
@@ -55,6 +59,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         break;
       case accordo::Mode::Trace:
         started = accordo::trace_start(config);
+        break;
+      case accordo::Mode::Counters:
+        started = accordo::counters_start(config);
         break;
     }
     if (!started) {

@@ -66,11 +66,19 @@ CUstream launch_stream(const LaunchArgs& args) {
   return args.per_thread && args.stream == nullptr ? CU_STREAM_PER_THREAD : args.stream;
 }
 
-bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber) {
+bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber,
+                        std::initializer_list<CUpti_CallbackId> resources) {
   subscriber = nullptr;
   bool ok = ACCORDO_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
   for (const CUpti_CallbackId cbid : kLaunchCallbacks) {
     ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
+  for (const CUpti_CallbackId cbid : resources) {
+    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid));
+  }
+  if (!ok && subscriber != nullptr) {
+    ACCORDO_CUPTI(cuptiUnsubscribe(subscriber));
+    subscriber = nullptr;
   }
   return ok;
 }

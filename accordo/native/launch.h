@@ -6,6 +6,7 @@
 #include <cupti.h>
 
 #include <array>
+#include <initializer_list>
 #include <string>
 
 namespace accordo {
@@ -46,7 +47,9 @@ std::string load_function(CUfunction function);
 // stream 0).
 CUstream launch_stream(const LaunchArgs& args);
 
-// Subscribes `callback` and enables it for every launch entry point; false (with a message) on failure.
-bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber);
+// Subscribes `callback` and enables it for every launch entry point and for the `resources` callbacks
+// (CUPTI_CB_DOMAIN_RESOURCE); false (with a message) on failure, after unsubscribing again.
+bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber,
+                        std::initializer_list<CUpti_CallbackId> resources = {});
 
 }  // namespace accordo

@@ -14,11 +14,15 @@ void log_error(const char* fmt, ...) {
   std::fprintf(stderr, "accordo: %s\n", message);
 }
 
-bool cupti_ok(CUptiResult result, const char* call) {
-  if (result == CUPTI_SUCCESS) return true;
+std::string cupti_failure(const char* call, CUptiResult result) {
   const char* text = nullptr;
   if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
-  log_error("%s failed: %s", call, text);
+  return std::string(call) + " failed: " + text;
+}
+
+bool cupti_ok(CUptiResult result, const char* call) {
+  if (result == CUPTI_SUCCESS) return true;
+  log_error("%s", cupti_failure(call, result).c_str());
   return false;
 }
 

@@ -259,11 +259,7 @@ bool timer_start(const Config& config) {
     log_error("CUDA_LAUNCH_BLOCKING=1: launches are timed without a gate; the start events may count host time");
   }
   CUpti_SubscriberHandle subscriber = nullptr;
-  const bool ok = subscribe_launches(on_callback, subscriber) &&
-                  ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
-  if (!ok) {
-    if (subscriber != nullptr) ACCORDO_CUPTI(cuptiUnsubscribe(subscriber));
+  if (!subscribe_launches(on_callback, subscriber, {CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING})) {
     g->writer.discard();
     g = nullptr;  // a callback still delivered finds no state and does nothing
     return false;

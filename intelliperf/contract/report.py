@@ -244,7 +244,7 @@ AttemptStatus = Literal[
 class Attempt(_Frozen):
     """One reply of the model and what became of it. ``seconds`` splits its wall time: ``llm``,
     ``build``, ``validate`` (buffer capture and comparison), ``measure`` (interleaved timing) and
-    ``counters`` (the formula's metric re-measured by Nsight Compute)."""
+    ``counters`` (the formula's metric re-measured by the counter pass)."""
 
     index: int = Field(ge=1)
     round: int = Field(default=1, ge=1, description="Candidates of one round share one prompt")

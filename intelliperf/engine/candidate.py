@@ -183,7 +183,7 @@ def evaluate(
         reason = f"measuring the validated candidate failed: {exc.message}"
         return Evaluated(verdict("error", reason, validation=validation), new_files)
     if metric_after is None:
-        reason = "Nsight Compute did not profile the kernel in the candidate's run"
+        reason = f"{backend.profiler} did not count the kernel in the candidate's run"
         return Evaluated(verdict("error", reason, validation=validation), new_files)
     fields["metric_after"] = metric_after
     label = target.formula.metric_label

@@ -56,8 +56,8 @@ def _short_name(kernel: RankedKernel) -> str:
 
 MIN_PROFILED_SHARE = 0.05
 """Kernels below this share of GPU time are listed but not profiled: fixing one could save at most that
-share of the application's GPU time, and each profiled kernel adds about a second of Nsight Compute
-replay (measured on an H100: 3.0 s for the main kernel alone, 4.2 s with a 2% init kernel too)."""
+share of the application's GPU time, and each profiled kernel adds its replay passes and the counting of
+its instructions to the counter pass."""
 
 
 def targets_of(kernels: list[RankedKernel], top_n: int, *, explicit: bool = False) -> list[RankedKernel]:
@@ -149,8 +149,8 @@ def _diagnose_kernels(
             verdicts = at_kernel_definition(verdicts, ws, kernel.demangled)
         elif not profile.source_page:
             warnings.append(
-                f"{kernel.demangled}: Nsight Compute's source page names no kernel that matches it, so it is "
-                "diagnosed without source lines"
+                f"{kernel.demangled}: {backend.profiler}'s source page names no kernel that matches it, so "
+                "it is diagnosed without source lines"
             )
         elif kernel.name not in with_lines:
             warnings.append(f"{kernel.demangled}: built without line info; diagnosed without source lines")
@@ -240,20 +240,21 @@ def diagnose_in(
     warnings.extend(note for note in (library_note(shown), minor_note(shown, top)) if note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
     metrics = metrics_for(formulas)
-    what = f"the recorded {backend.profiler} exports for" if recorded else f"{backend.profiler} on"
+    what = f"the recorded {backend.profiler} counters of" if recorded else f"{backend.profiler} on"
     source = " + source" if backend.source_lines else ""
     progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} quantities{source}")
     started = time.perf_counter()
     profiles = backend.collect(
-        app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.ncu_timeout_s
+        app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.counters_timeout_s
     )
     counters_s = time.perf_counter() - started
+    warnings.extend(backend.take_notes())
     if not profiles:
         raise ProfileError(
             f"{backend.profiler}'s report holds none of the top kernels",
             hint=f"the kernels {backend.profiler} profiled could not be matched to the traced ones; use -k",
         )
-    device = backend.device()  # the counter pass adds what ncu knows (SM count, L2 size)
+    device = backend.device()  # the counter pass adds what the profiler knows (SM count, L2 size)
     progress.done("counters", f"{counters_s:.1f} s")
     progress.start("diagnose", ", ".join(f.name for f in formulas))
     diagnoses = project_relative(

@@ -107,7 +107,7 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
         command=list(spec.applications[0].command),
         build_command=spec.instrument_command or spec.build_command,
         build_timeout_s=spec.timeouts.build_s,
-        counters_timeout_s=get_settings().ncu_timeout_s,
+        counters_timeout_s=get_settings().counters_timeout_s,
         sources=sources,
         regions=regions,
     )

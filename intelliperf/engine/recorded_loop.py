@@ -1,6 +1,6 @@
 """The optimization loop replayed from a GPU run: for machines without a GPU (CI, demos, the service's
 end-to-end tests). Everything runs for real (the builds, the LLM client against its server, the edits)
-except what needs the GPU: Accordo's verdicts and timings, and Nsight Compute's counters, which come
+except what needs the GPU: Accordo's verdicts and timings, and the counter pass's counters, which come
 from a recording of the same candidates on the GPU machine.
 
 A recording folder holds ``original/`` (the profile the diagnosis reads), ``fixed/`` (the profile every

@@ -1,6 +1,6 @@
 """The seam between the engine and the hardware.
 
-`NvidiaBackend` runs the timing pass (Accordo's CUPTI tracer) and the counter pass (Nsight Compute).
+`NvidiaBackend` runs the timing pass (Accordo's CUPTI tracer) and the counter pass (Accordo's CUPTI counters).
 `ReplayBackend` serves the same answers from a folder recorded on a GPU machine, so the engine, the
 formulas and the service can run end to end on a machine without a GPU.
 """
@@ -55,7 +55,7 @@ class GpuBackend(ABC):
 
     recorded: ClassVar[bool] = False
     """Whether the passes read a recording instead of running (progress then says what is read)."""
-    profiler: ClassVar[str] = "Nsight Compute"
+    profiler: ClassVar[str] = "CUPTI"
     """The counter pass's tool, as progress and errors name it."""
     tracer: ClassVar[str] = "CUPTI"
     """The timing pass's tool, as progress names it."""
@@ -75,6 +75,10 @@ class GpuBackend(ABC):
 
     def setup(self) -> None:  # noqa: B027 (nothing to build unless a backend says so)
         """Build what setup_needed names, so that no measured pass includes it."""
+
+    def take_notes(self) -> list[str]:
+        """What the last counter pass could not count, for the report's warnings (each once)."""
+        return []
 
     @abstractmethod
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass: ...

@@ -1,11 +1,14 @@
-"""The counter pass: run Nsight Compute on the top kernels, read its pages as CSV, parse them.
+"""Nsight Compute's counter pass and the readers of its pages: how the counter pass ran until 2026-11-27
+(it now runs CUPTI inside the application, `intelliperf.gpu.cupti_counters`). Kept as the reference the
+CUPTI pass is measured against (`benchmarks/counter_pass.py --against-ncu`, tests/test_gpu_counters.py) and
+to read the recordings made with it (`ReplayBackend`).
 
 One ncu run per application profiles the first launch of every top kernel with the formulas'
 metrics plus our own source section (ncu_sections/IntelliPerfSource.section: the per-instruction
 counters the formulas read, attributed to source lines through -lineinfo).
 `--clock-control none` always: the card's clocks are never touched.
 
-What each choice saves, measured on an H100 with ncu 2025.3.1 (`benchmarks/counter_pass.py`):
+What each choice saved, measured on an H100 with ncu 2025.3.1 (`benchmarks/counter_pass.py`):
 - the source page (CUDA lines with their SASS instructions and every per-instruction counter) is
   printed by the profiling run itself into ncu's log file: about 0.1 s, where exporting it from the
   report afterwards took 1.3 to 1.6 s;

@@ -30,6 +30,7 @@ __all__ = [
     "kernels_without_line_info",
     "parse_cuda_sass_view",
     "parse_sass_view",
+    "sum_metrics",
 ]
 
 NO_LINE_INFO_MARKER = "No lineinfo available"
@@ -142,7 +143,7 @@ def join_source_views(
                     file=line.file,
                     line=line.line,
                     code=line.code,
-                    metrics=_sum_metrics(inst.metrics for inst in attributed),
+                    metrics=sum_metrics(inst.metrics for inst in attributed),
                     instructions=tuple(attributed),
                 )
             )
@@ -176,7 +177,8 @@ def _with_call_sites(lines: list[SourceLine]) -> list[SourceLine]:
     return lines
 
 
-def _sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:
+def sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Each metric's total over the given instructions' metrics."""
     total: dict[str, float] = {}
     for metrics in all_metrics:
         for name, value in metrics.items():

@@ -1,31 +1,49 @@
-"""The NVIDIA backend: Accordo's CUPTI tracer for the timing pass, Nsight Compute for the counters."""
+"""The NVIDIA backend: Accordo's CUPTI tracer for the timing pass, Accordo's CUPTI counter pass
+(`cupti_counters`) for the counters, Proton for a Triton kernel's regions."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
+from typing import ClassVar
 
 from accordo.build import cached_library, native_library
 from accordo.trace import KernelLaunch, run_traced
 from formulas.base import KernelProfile
 from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.errors import ProfileError, ToolMissingError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
-from intelliperf.gpu.device import query_device, require_tool
-from intelliperf.gpu.ncu import EXPORTS, LOG_FILE, RAW_PAGE, SASS_PAGE, export_page, read_raw_page, run_ncu
-from intelliperf.gpu.ncu_source import kernels_without_line_info
-from intelliperf.gpu.nvidia_metrics import ncu_metrics
-from intelliperf.gpu.profiles import DEVICE_METRICS, build_profiles, device_from_raw
+from intelliperf.gpu.cupti_counters import (
+    counter_notes,
+    counter_pass_lock,
+    environment_problem,
+    parse_counters,
+    run_counters,
+)
+from intelliperf.gpu.device import query_device
+from intelliperf.gpu.nvidia_metrics import SASS_METRICS, range_profiler_metrics
+from intelliperf.gpu.profiles import device_from_counters, profiles_from_counters
 from intelliperf.gpu.proton import run_regions
+from intelliperf.gpu.sass_listing import disassemble, parse_listing
 from intelliperf.settings import Settings, get_settings
 
-__all__ = ["NvidiaBackend", "write_trace"]
+__all__ = ["COUNTERS_FILE", "LISTING_FILE", "NvidiaBackend", "write_trace"]
 
-NCU_HINT = "install Nsight Compute (it ships with the CUDA toolkit) or set INTELLIPERF_NCU to its path"
+COUNTERS_FILE = "counters-{index}.jsonl"
+"""A recording's counters files, one per process and run, numbered in the order they were written."""
+LISTING_FILE = "sass-{cubin}.txt"
+"""A recording's disassembly of one cubin (by its CRC)."""
+
+PERMISSION_HINT = (
+    "hardware counters are admin-only on this host: run as root, or let every user profile "
+    "(options nvidia NVreg_RestrictProfilingToAdminUsers=0, then reload the driver)"
+)
 
 
 def write_trace(launches: Sequence[KernelLaunch], path: Path) -> None:
@@ -36,12 +54,16 @@ def write_trace(launches: Sequence[KernelLaunch], path: Path) -> None:
 
 
 class NvidiaBackend(GpuBackend):
-    """`record` keeps every export (trace, raw, source pages) in that folder for replay and fixtures."""
+    """`record` keeps what each pass read (trace, counters files, disassembly) in that folder for replay and
+    fixtures."""
+
+    profiler: ClassVar[str] = "CUPTI"
 
     def __init__(self, settings: Settings | None = None, *, record: Path | None = None) -> None:
         self.settings = settings or get_settings()
         self.record = record
         self._device: DeviceInfo | None = None
+        self._notes: list[str] = []
 
     def device(self) -> DeviceInfo:
         if self._device is None:
@@ -59,12 +81,28 @@ class NvidiaBackend(GpuBackend):
     def setup(self) -> None:
         native_library()
 
+    def take_notes(self) -> list[str]:
+        notes, self._notes = self._notes, []
+        return notes
+
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
         run = run_traced(list(argv), cwd=cwd, timeout_s=timeout_s)
         if self.record is not None:
             self.record.mkdir(parents=True, exist_ok=True)
             write_trace(run.launches, self.record / "trace.jsonl")
         return TimingPass(kernels=run.stats, wall_s=run.wall_s)
+
+    def nvdisasm(self) -> str:
+        """The CUDA toolkit's disassembler: in the toolkit named by INTELLIPERF_CUDA_HOME, else on PATH."""
+        bundled = self.settings.cuda_home / "bin" / "nvdisasm"
+        found = str(bundled) if bundled.is_file() else shutil.which("nvdisasm")
+        if found is None:
+            raise ToolMissingError(
+                f"nvdisasm was found neither in {bundled.parent} nor on PATH; the counter pass needs it to "
+                "read the kernels' machine code and source lines",
+                hint="install the CUDA toolkit or set INTELLIPERF_CUDA_HOME to it",
+            )
+        return found
 
     def collect(
         self,
@@ -75,52 +113,61 @@ class NvidiaBackend(GpuBackend):
         metrics: Sequence[Quantity],
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
-        ncu = require_tool(self.settings.ncu, purpose="the counter pass", hint=NCU_HINT)
-        metric_names = ncu_metrics(metrics, self.device().arch)
-        with tempfile.TemporaryDirectory(prefix="intelliperf-ncu-") as tmp:
-            run = run_ncu(
-                ncu,
+        nvdisasm = self.nvdisasm()
+        arch = self.device().arch
+        names = [k.name for k in kernels]
+        with tempfile.TemporaryDirectory(prefix="intelliperf-counters-") as tmp, counter_pass_lock():
+            cubins = Path(tmp)
+            texts = run_counters(
                 argv,
                 cwd=cwd,
-                kernel_names=[k.name for k in kernels],
-                metrics=metric_names,
-                workdir=Path(tmp),
+                kernels=names,
+                metrics=range_profiler_metrics(metrics, arch),
+                sass_metrics=list(SASS_METRICS),
+                cubin_dir=cubins,
                 timeout_s=timeout_s,
             )
-            # The SASS page only where the source page leaves kernels out (built without -lineinfo).
-            timeout = self.settings.export_timeout_s
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                futures = {
-                    RAW_PAGE: pool.submit(
-                        read_raw_page,
-                        ncu,
-                        run.report,
-                        metrics=[*metric_names, *DEVICE_METRICS],
-                        timeout_s=timeout,
-                    )
-                }
-                if kernels_without_line_info(run.log):
-                    futures[SASS_PAGE] = pool.submit(
-                        export_page, ncu, run.report, *EXPORTS[SASS_PAGE], timeout_s=timeout
-                    )
-                texts = {LOG_FILE: run.log, **{name: future.result() for name, future in futures.items()}}
+            records = parse_counters(texts)
+            # No second launch for these: their instructions are counted on the first, in a run of their own.
+            once = records.only_launched_once()
+            if once:
+                more = run_counters(
+                    argv,
+                    cwd=cwd,
+                    kernels=once,
+                    metrics=[],
+                    sass_metrics=list(SASS_METRICS),
+                    cubin_dir=cubins,
+                    timeout_s=timeout_s,
+                    metrics_launch=0,
+                    sass_launch=1,
+                )
+                texts += more
+                records = parse_counters(more, records)
+            wanted = sorted({k.sass.cubin for k in records.kernels.values() if k.sass is not None})
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                texts_of = pool.map(lambda crc: disassemble(nvdisasm, cubins / f"{crc}.cubin"), wanted)
+                listings = dict(zip(wanted, texts_of, strict=True))
+        problem = environment_problem(records)
+        if problem is not None:
+            hint = PERMISSION_HINT if "PRIVILEGE" in problem.upper() else None
+            raise ProfileError(f"CUPTI counted nothing: {problem}", hint=hint)
         if self.record is not None:
-            self.record.mkdir(parents=True, exist_ok=True)
-            for name in (LOG_FILE, *EXPORTS):
-                path = self.record / name
-                if name in texts:
-                    path.write_text(texts[name])
-                else:
-                    path.unlink(missing_ok=True)  # a stale page from an earlier recording would be read
-        self._device = device_from_raw(texts[RAW_PAGE], self.device())
-        return build_profiles(
-            texts[RAW_PAGE],
-            texts[LOG_FILE],
-            texts.get(SASS_PAGE),
-            kernels,
-            arch=self._device.arch,
-            resolve=None,
-        )
+            self._write_recording(texts, listings)
+        self._notes = counter_notes(records, kernels)
+        self._device = device_from_counters(records, self.device())
+        parsed = {crc: parse_listing(text) for crc, text in listings.items()}
+        return profiles_from_counters(records, parsed, kernels, arch=arch, resolve=None)
+
+    def _write_recording(self, texts: Sequence[str], listings: dict[int, str]) -> None:
+        assert self.record is not None
+        self.record.mkdir(parents=True, exist_ok=True)
+        for stale in [*self.record.glob("counters-*.jsonl"), *self.record.glob("sass-*.txt")]:
+            stale.unlink()  # a file of an earlier recording would be read with these
+        for index, text in enumerate(texts, start=1):
+            (self.record / COUNTERS_FILE.format(index=index)).write_text(text)
+        for crc, text in listings.items():
+            (self.record / LISTING_FILE.format(cubin=crc)).write_text(text)
 
     def intra_kernel(
         self, argv: Sequence[str], *, cwd: Path, kernel: RankedKernel, timeout_s: float

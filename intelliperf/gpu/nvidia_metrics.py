@@ -1,5 +1,8 @@
 """The NVIDIA backend's one table: each quantity, column and instruction kind the formulas read
-(formulas.quantities), as Nsight Compute measures it, per architecture.
+(formulas.quantities), as NVIDIA's profiling metrics measure it, per architecture. The metrics are named as
+Nsight Compute names them; the counter pass collects the same metrics by those names with CUPTI's range
+profiler (kernel-level) and SASS metrics (per instruction, SASS_METRICS), and recordings made before
+2026-11-27 hold Nsight Compute's pages of them. The figures below were measured with Nsight Compute.
 
 Memory units: Nsight Compute's `lts__throughput` and `l1tex__throughput` are each the maximum over many
 sub-unit throughputs, and collecting those breakdowns costs replay passes: on an H100 (ncu 2025.3) the
@@ -44,10 +47,16 @@ from formulas.quantities import Column, Kind, Quantity
 
 __all__ = [
     "COLUMNS",
+    "LAUNCH_METRICS",
+    "SASS_METRICS",
     "access_bytes",
+    "cupti_instruction",
     "instruction_kind",
     "kernel_quantities",
+    "launch_metrics",
     "ncu_metrics",
+    "occupancy_limit_registers",
+    "range_profiler_metrics",
     "sass_opcode",
     "semantic_instruction",
 ]
@@ -189,6 +198,94 @@ COLUMNS: dict[str, Column] = {
 """Source-page column (as ncu_sections/IntelliPerfSource.section labels it) -> per-instruction column."""
 
 
+SASS_METRICS: dict[str, Column] = {
+    "smsp__sass_inst_executed": Column.EXECUTED,
+    "smsp__sass_thread_inst_executed": Column.THREADS_EXECUTED,
+    "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared": Column.SHARED_ACCESS_UNITS,
+    "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared_ideal": Column.SHARED_ACCESS_UNITS_IDEAL,
+    "smsp__sass_sectors_mem_global": Column.GLOBAL_SECTORS,
+    "smsp__sass_sectors_mem_global_ideal": Column.GLOBAL_SECTORS_IDEAL,
+}
+"""CUPTI's SASS metric -> per-instruction column: the counters behind the source section's columns (on an
+H200, CUPTI 13.0, every kernel total equals Nsight Compute's column on all 15 CUDA examples)."""
+
+_EXCESS: dict[Column, tuple[Column, Column]] = {
+    Column.SHARED_ACCESS_UNITS_EXCESS: (Column.SHARED_ACCESS_UNITS, Column.SHARED_ACCESS_UNITS_IDEAL),
+    Column.GLOBAL_SECTORS_EXCESS: (Column.GLOBAL_SECTORS, Column.GLOBAL_SECTORS_IDEAL),
+}
+"""What an excess column is, as the source section derives it: the units minus the ideal units."""
+
+LAUNCH_METRICS = (
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__registers_per_thread",
+    "launch__occupancy_limit_registers",
+)
+"""Nsight Compute's launch statistics that the table reads; the CUPTI counter pass computes them from the
+launch and the function's attributes (launch_metrics)."""
+
+_REGISTER_ALLOCATION_UNIT = 256
+"""Registers are allocated per warp in units of 256 (sm_70 and later)."""
+_SUB_PARTITIONS = 4
+"""An SM's register file is split among its 4 sub-partitions (sm_70 and later); a warp lives in one."""
+_MIN_REGISTERS_PER_THREAD = 16
+"""The fewest registers a thread is given: Nsight Compute's launch__registers_per_thread read 16 for every
+recorded kernel compiled with 8 to 16 (cuFuncGetAttribute's count), and the compiled count above that."""
+
+
+def occupancy_limit_registers(
+    registers: int, block_threads: int, *, registers_per_sm: int, max_blocks_per_sm: int, warp_size: int = 32
+) -> int | None:
+    """How many blocks fit on an SM by registers (Nsight Compute's launch__occupancy_limit_registers): each
+    warp takes its registers in allocation units from one sub-partition's share of the register file.
+    Equal to Nsight Compute's value on every recorded kernel (tests/fixtures/gpu)."""
+    if registers <= 0 or block_threads <= 0 or registers_per_sm <= 0 or max_blocks_per_sm <= 0:
+        return None
+    per_warp = -(-registers * warp_size // _REGISTER_ALLOCATION_UNIT) * _REGISTER_ALLOCATION_UNIT
+    warps_per_block = -(-block_threads // warp_size)
+    warps_per_sm = (registers_per_sm // _SUB_PARTITIONS // per_warp) * _SUB_PARTITIONS
+    return min(max_blocks_per_sm, warps_per_sm // warps_per_block)
+
+
+def launch_metrics(
+    grid: Sequence[int],
+    block: Sequence[int],
+    registers: int,
+    *,
+    registers_per_sm: int,
+    max_blocks_per_sm: int,
+    warp_size: int,
+) -> dict[str, float]:
+    """LAUNCH_METRICS of one launch, from its dimensions and the function's compiled register count (the
+    driver allocates at least _MIN_REGISTERS_PER_THREAD); a value that cannot be known (a function attribute
+    the driver did not give) is left out, never 0."""
+    grid_size = grid[0] * grid[1] * grid[2]
+    block_size = block[0] * block[1] * block[2]
+    metrics = {"launch__grid_size": float(grid_size), "launch__block_size": float(block_size)}
+    allocated = max(registers, _MIN_REGISTERS_PER_THREAD) if registers > 0 else registers
+    if allocated > 0:
+        metrics["launch__registers_per_thread"] = float(allocated)
+    limit = occupancy_limit_registers(
+        allocated,
+        block_size,
+        registers_per_sm=registers_per_sm,
+        max_blocks_per_sm=max_blocks_per_sm,
+        warp_size=warp_size,
+    )
+    if limit is not None:
+        metrics["launch__occupancy_limit_registers"] = float(limit)
+    return metrics
+
+
+def cupti_instruction(address: str, sass: str, counts: Mapping[str, float]) -> Instruction:
+    """One instruction as the CUPTI counter pass counted it (SASS metric -> count), in the formulas' terms."""
+    metrics = {SASS_METRICS[name]: value for name, value in counts.items() if name in SASS_METRICS}
+    for excess, (units, ideal) in _EXCESS.items():
+        if units in metrics and ideal in metrics:
+            metrics[excess] = metrics[units] - metrics[ideal]
+    return Instruction(address=address, sass=sass, metrics=metrics, kind=instruction_kind(sass))
+
+
 def _source(quantity: Quantity, arch: str) -> Source:
     if quantity in _BUSY_BREAKDOWN:
         return _BUSY_BY_ARCH.get(arch, _BUSY_BREAKDOWN)[quantity]
@@ -209,6 +306,12 @@ def ncu_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
         elif isinstance(source, Total | Largest):
             names.update(dict.fromkeys(source.names))
     return list(names)
+
+
+def range_profiler_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
+    """The kernel-level metrics that CUPTI's range profiler collects for ``quantities``: the table's metrics
+    but the launch statistics (launch_metrics)."""
+    return [name for name in ncu_metrics(quantities, arch) if name not in LAUNCH_METRICS]
 
 
 def kernel_quantities(

@@ -1,5 +1,7 @@
-"""Turn the counter pass's pages into one KernelProfile per kernel, in the formulas' terms
-(formulas.quantities, through the NVIDIA table in nvidia_metrics)."""
+"""Turn what the counter pass measured into one KernelProfile per kernel, in the formulas' terms
+(formulas.quantities, through the NVIDIA table in nvidia_metrics): the CUPTI counter pass's records with
+the disassembly of the kernels' cubins (`profiles_from_counters`), or Nsight Compute's pages, which
+recordings made before 2026-11-27 hold (`build_profiles`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from formulas.base import KernelProfile, SourceRow
+from formulas.base import Instruction, KernelProfile, SourceRow
 from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.gpu.cupti_counters import CounterRecords, KernelCounters
 from intelliperf.gpu.kernel_names import function_name, same_kernel
 from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
 from intelliperf.gpu.ncu_source import (
@@ -19,10 +22,29 @@ from intelliperf.gpu.ncu_source import (
     kernels_without_line_info,
     parse_cuda_sass_view,
     parse_sass_view,
+    sum_metrics,
 )
-from intelliperf.gpu.nvidia_metrics import kernel_quantities, semantic_instruction
+from intelliperf.gpu.nvidia_metrics import (
+    cupti_instruction,
+    kernel_quantities,
+    launch_metrics,
+    semantic_instruction,
+)
+from intelliperf.gpu.sass_listing import ListedInstruction
 
-__all__ = ["DEVICE_METRICS", "build_profiles", "device_from_raw", "read_sources"]
+__all__ = [
+    "DEVICE_METRICS",
+    "Listings",
+    "build_profiles",
+    "counted_metrics",
+    "device_from_counters",
+    "device_from_raw",
+    "profiles_from_counters",
+    "read_sources",
+]
+
+Listings = Mapping[int, Mapping[str, Sequence[ListedInstruction]]]
+"""Cubin (its CRC, as CUPTI names it) -> function (mangled name) -> its disassembled instructions."""
 
 T = TypeVar("T")
 
@@ -77,7 +99,8 @@ def build_profiles(
     arch: str,
     resolve: Path | None = None,
 ) -> dict[str, KernelProfile]:
-    """A profile for each ranked kernel that ncu profiled; the first profiled launch of each counts.
+    """From Nsight Compute's pages: a profile for each ranked kernel that ncu profiled; the first profiled
+    launch of each counts.
 
     Instructions come from the CUDA+SASS page; the SASS page, exported only when some kernel has no line
     info, adds the kernels that page leaves out."""
@@ -100,23 +123,147 @@ def build_profiles(
         entry = _lookup(raw, kernel)
         if entry is None:
             continue
-        rows = _rehome(_lookup(source, kernel) or [], resolve)
-        kernel_instructions = tuple((_lookup(instructions, kernel) or {}).values())
-        quantities = kernel_quantities(entry.metrics, kernel_instructions, arch)
-        profiles[kernel.name] = KernelProfile(
-            name=kernel.name,
-            demangled=kernel.demangled,
-            duration_ns=quantities.get(Quantity.KERNEL_TIME_NS, kernel.median_ns),
-            metrics=quantities,
-            instructions=kernel_instructions,
-            source=rows,
-            source_text=read_sources(rows, resolve),
-            launches=kernel.launches,
-            total_ns=kernel.total_ns,
+        profiles[kernel.name] = _profile(
+            kernel,
+            entry.metrics,
+            tuple((_lookup(instructions, kernel) or {}).values()),
+            _rehome(_lookup(source, kernel) or [], resolve),
             arch=arch,
+            resolve=resolve,
             source_page=_lookup(structure, kernel) is not None or _named(without_lines, kernel),
         )
     return profiles
+
+
+def profiles_from_counters(
+    records: CounterRecords,
+    listings: Listings,
+    kernels: Sequence[RankedKernel],
+    *,
+    arch: str,
+    resolve: Path | None = None,
+) -> dict[str, KernelProfile]:
+    """A profile for each ranked kernel that the CUPTI counter pass counted (kernel-level metrics, SASS
+    counts or both), keyed and matched by mangled name: the counters and the cubins name kernels as the
+    tracer does, so templated, namespaced and lambda kernels need no matching."""
+    profiles = {}
+    for kernel in kernels:
+        counted = records.kernels.get(kernel.name)
+        if counted is None or (not counted.metrics and counted.sass is None):
+            continue
+        listing = listings.get(counted.sass.cubin, {}).get(kernel.name) if counted.sass is not None else None
+        instructions = _counted_instructions(counted, listing)
+        profiles[kernel.name] = _profile(
+            kernel,
+            counted_metrics(counted, records.device),
+            instructions,
+            _rehome(_source_rows(instructions, listing, resolve), resolve),
+            arch=arch,
+            resolve=resolve,
+            source_page=listing is not None or counted.sass is None,
+        )
+    return profiles
+
+
+def _profile(
+    kernel: RankedKernel,
+    metrics: Mapping[str, float],
+    instructions: tuple[Instruction, ...],
+    rows: list[SourceRow],
+    *,
+    arch: str,
+    resolve: Path | None,
+    source_page: bool,
+) -> KernelProfile:
+    """One kernel's profile: its metrics (profiler names) and instructions in the formulas' quantities."""
+    quantities = kernel_quantities(metrics, instructions, arch)
+    return KernelProfile(
+        name=kernel.name,
+        demangled=kernel.demangled,
+        duration_ns=quantities.get(Quantity.KERNEL_TIME_NS, kernel.median_ns),
+        metrics=quantities,
+        instructions=instructions,
+        source=rows,
+        source_text=read_sources(rows, resolve),
+        launches=kernel.launches,
+        total_ns=kernel.total_ns,
+        arch=arch,
+        source_page=source_page,
+    )
+
+
+def counted_metrics(counted: KernelCounters, device: Mapping[str, int]) -> dict[str, float]:
+    """A kernel's kernel-level values under Nsight Compute's metric names: what the range profiler measured
+    and the launch statistics of its first launch (the table reads both)."""
+    if counted.launch is None:
+        return dict(counted.metrics)
+    return {
+        **counted.metrics,
+        **launch_metrics(
+            counted.launch.grid,
+            counted.launch.block,
+            counted.launch.registers,
+            registers_per_sm=device.get("registers_per_sm", -1),
+            max_blocks_per_sm=device.get("max_blocks_per_sm", -1),
+            warp_size=device.get("warp_size", 32),
+        ),
+    }
+
+
+def _counted_instructions(
+    counted: KernelCounters, listing: Sequence[ListedInstruction] | None
+) -> tuple[Instruction, ...]:
+    """The kernel's counted instructions in address order, with their text where the listing has them."""
+    if counted.sass is None:
+        return ()
+    text = {i.offset: i.sass for i in listing or ()}
+    return tuple(
+        cupti_instruction(f"0x{pc:05x}", text.get(pc, ""), counted.sass.at(index))
+        for index, pc in enumerate(counted.sass.pcs)
+    )
+
+
+def _source_rows(
+    instructions: Sequence[Instruction], listing: Sequence[ListedInstruction] | None, resolve: Path | None
+) -> list[SourceRow]:
+    """The counted instructions grouped by the source line the listing attributes each to, in file and line
+    order, each line with its text where the file is found."""
+    where = {f"0x{i.offset:05x}": (i.file, i.line) for i in listing or () if i.file is not None and i.line}
+    by_line: dict[tuple[str, int], list[Instruction]] = {}
+    for instruction in instructions:
+        place = where.get(instruction.address)
+        if place is not None:
+            by_line.setdefault(place, []).append(instruction)  # type: ignore[arg-type]
+    texts: dict[str, list[str] | None] = {}
+    rows = []
+    for (file, line), attributed in sorted(by_line.items()):
+        if file not in texts:
+            path = _locate(file, resolve)
+            texts[file] = path.read_text(errors="replace").splitlines() if path is not None else None
+        lines = texts[file]
+        code = lines[line - 1].strip() if lines is not None and 0 < line <= len(lines) else ""
+        rows.append(
+            SourceRow(
+                file=file,
+                line=line,
+                code=code,
+                metrics=sum_metrics(i.metrics for i in attributed),
+                instructions=tuple(attributed),
+            )
+        )
+    return rows
+
+
+def device_from_counters(records: CounterRecords, fallback: DeviceInfo) -> DeviceInfo:
+    """The device facts the counter pass read from the driver (SM count, L2 size) added to what the device
+    probe said."""
+    sm_count, l2 = records.device.get("sm_count", 0), records.device.get("l2_bytes", 0)
+    return fallback.model_copy(
+        update={
+            "sm_count": sm_count if sm_count > 0 else fallback.sm_count,
+            "l2_bytes": l2 if l2 > 0 else fallback.l2_bytes,
+        }
+    )
 
 
 def _lookup(by_ncu_name: Mapping[str, T], kernel: RankedKernel) -> T | None:

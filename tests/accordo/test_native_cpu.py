@@ -170,6 +170,21 @@ def inject(library: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
         ({"ACCORDO_MODE": "bogus", "ACCORDO_OUTPUT": "x"}, "ACCORDO_MODE must be"),
         ({"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in capture mode"),
         ({"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in time mode"),
+        ({"ACCORDO_MODE": "counters", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNELS is not set in counters mode"),
+        (
+            {"ACCORDO_MODE": "counters", "ACCORDO_OUTPUT": "x", "ACCORDO_KERNELS": "_Z1kv"},
+            "ACCORDO_CUBIN_DIR is not set in counters mode",
+        ),
+        (
+            {
+                "ACCORDO_MODE": "counters",
+                "ACCORDO_OUTPUT": "x",
+                "ACCORDO_KERNELS": "_Z1kv",
+                "ACCORDO_CUBIN_DIR": "/tmp",
+                "ACCORDO_METRICS_LAUNCH": "2",
+            },
+            "ACCORDO_METRICS_LAUNCH and ACCORDO_SASS_LAUNCH name the same launch",
+        ),
     ],
 )
 def test_injection_refuses_bad_configuration(accordo_lib: Path, env: dict[str, str], message: str) -> None:
@@ -177,6 +192,18 @@ def test_injection_refuses_bad_configuration(accordo_lib: Path, env: dict[str, s
     proc = inject(accordo_lib, {**base, **env})
     assert "rc 1" in proc.stdout
     assert f"accordo: {message}" in proc.stderr
+
+
+def test_counters_mode_says_which_launch_number_it_could_not_read(accordo_lib: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
+    env = {
+        "ACCORDO_MODE": "counters",
+        "ACCORDO_OUTPUT": "x",
+        "ACCORDO_KERNELS": "_Z1kv",
+        "ACCORDO_CUBIN_DIR": "/",
+    }
+    proc = inject(accordo_lib, {**base, **env, "ACCORDO_SASS_LAUNCH": "-1"})
+    assert "ACCORDO_SASS_LAUNCH='-1' is not a launch number; using 2" in proc.stderr
 
 
 def test_injection_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> None:

@@ -82,6 +82,43 @@ def test_ncus_demangling_is_matched_to_the_tracers() -> None:
     assert function_name(ours) == "tile_sums" and function_name(lambda_ours) == "for_each_index"
 
 
+def ncu_recording(folder: Path, copy: Path) -> Path:
+    """A copy of a recorded example with only Nsight Compute's pages: without the CUPTI counter pass's files,
+    which a replay would read first."""
+    shutil.copytree(folder, copy)
+    for path in [*copy.glob("counters-*.jsonl"), *copy.glob("sass-*.txt")]:
+        path.unlink()
+    return copy
+
+
+def test_a_cupti_recording_of_a_kernel_without_line_info_is_exit_8(tmp_path: Path) -> None:
+    """The same listing without nvdisasm's line comments, as a cubin built without -lineinfo gives it."""
+    recording = tmp_path / "noline"
+    shutil.copytree(RECORDED / "transpose_bank" / "original", recording)
+    for listing in recording.glob("sass-*.txt"):
+        listing.write_text(
+            "\n".join(line for line in listing.read_text().splitlines() if "//## File" not in line)
+        )
+    spec = JobSpec(applications=[Application(command=["./app"])], formula="diagnoseOnly")
+    with pytest.raises(NoLineInfoError):
+        run_diagnosis(spec, backend=ReplayBackend(recording), project=EXAMPLES / "transpose_bank")
+
+
+def test_a_kernel_the_listing_does_not_name_is_diagnosed_without_lines_and_said_so(tmp_path: Path) -> None:
+    """A CUPTI recording whose disassembly has no function of the counted kernel's name: its instructions
+    are counted but have no text or line, which the report says. The counts still decide (the kernel's
+    excess global sectors are measured whatever its instructions' text), with no line to point at."""
+    recording = tmp_path / "unnamed"
+    shutil.copytree(TILE_SUMS / "original", recording)
+    for listing in recording.glob("sass-*.txt"):
+        listing.write_text(listing.read_text().replace("_ZN4geom9tile_sumsILi32", "_ZN4geom9tile_sumsILi64"))
+    spec = JobSpec(applications=[Application(command=["./bin/tile_sums"])], formula="diagnoseOnly")
+    report = run_diagnosis(spec, backend=ReplayBackend(recording), project=EXAMPLES / "tile_sums")
+    assert any("CUPTI's source page names no kernel that matches it" in w for w in report.warnings)
+    tile32 = {d.formula: d for d in report.diagnoses if d.kernel == "_ZN4geom9tile_sumsILi32EEEvPK6float2Pfi"}
+    assert tile32["memoryAccess"].present and all(not d.locations for d in tile32.values())
+
+
 @pytest.mark.parametrize(
     ("page", "named"),
     [
@@ -95,8 +132,7 @@ def test_a_kernel_built_without_line_info_is_exit_8_on_real_pages(
     """ncu leaves such a kernel out of the CUDA view and only warns; recorded from transpose_nolineinfo."""
     text = (NO_LINES / page).read_text()
     assert kernels_without_line_info(text) == {named}
-    recording = tmp_path / "noline"
-    shutil.copytree(RECORDED / "transpose_bank" / "original", recording)
+    recording = ncu_recording(RECORDED / "transpose_bank" / "original", tmp_path / "noline")
     (recording / "source_cuda_sass.csv").write_text(text)
     # what the counter pass then exports as well: the SASS page of the same kernel
     shutil.copy(RECORDED / "source_views" / "transpose_bank" / "source_sass.csv", recording)
@@ -110,8 +146,7 @@ def test_a_kernel_the_source_page_does_not_name_is_diagnosed_without_lines_and_s
 ) -> None:
     """Not exit 8 (the binary has line info; the page just does not name the kernel), and a formula that
     needs per-instruction counters it lacks is undecided, never 'none found'."""
-    recording = tmp_path / "unnamed"
-    shutil.copytree(TILE_SUMS / "original", recording)
+    recording = ncu_recording(TILE_SUMS / "original", tmp_path / "unnamed")
     page = recording / "source_cuda_sass.csv"
     page.write_text(page.read_text().replace("_ZN4geom9tile_sumsILi32", "_ZN4geom9tile_sumsILi64"))
     (recording / "source_sass.csv").unlink(missing_ok=True)

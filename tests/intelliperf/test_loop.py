@@ -94,7 +94,7 @@ def test_every_failure_goes_back_to_the_model_until_the_fix(project: Path) -> No
     assert [a.status for a in report.attempts] == ["unparseable", "build_failed", "invalid", "success"]
     assert len(prompts) == 4 and judges[0].prepared == 1 and len(judges[0].checked) == 2
     # What the model is told: the GPU, the kernel with its hot line, and each earlier outcome in words.
-    assert "NVIDIA H100 80GB HBM3 (sm_90), warp size 32, 32 shared-memory banks" in prompts[0]
+    assert "NVIDIA H200 (sm_90), warp size 32, 32 shared-memory banks" in prompts[0]  # the recording's GPU
     assert "   59 |             float v = tile[threadIdx.x][threadIdx.y + j]" in prompts[0]
     assert "<-- HOT: 100% of the bottleneck" in prompts[0]
     assert "No earlier attempts." in prompts[0]

@@ -12,10 +12,15 @@ from formulas.quantities import Column, Kind, Quantity
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.gpu.ncu import RAW_PAGE, parse_raw_csv
 from intelliperf.gpu.nvidia_metrics import (
+    LAUNCH_METRICS,
     access_bytes,
+    cupti_instruction,
     instruction_kind,
     kernel_quantities,
+    launch_metrics,
     ncu_metrics,
+    occupancy_limit_registers,
+    range_profiler_metrics,
     semantic_instruction,
 )
 from tests.recorded import BY_NAME, RECORDED, main_profile
@@ -210,3 +215,69 @@ def test_the_source_sections_bytes_per_memory_space_are_ncus_l1_bytes_on_every_r
                 kernel.name,
                 quantity,
             )
+
+
+def test_the_occupancy_limit_by_registers_is_nsight_computes_on_every_recorded_kernel() -> None:
+    """The CUPTI counter pass computes launch__occupancy_limit_registers from the registers and block size
+    (and the H100/H200's 65536 registers and 32 blocks per SM); ncu measured it on every recorded kernel."""
+    seen = 0
+    for page in sorted(RECORDED.glob(f"**/{RAW_PAGE}")):
+        for kernel in parse_raw_csv(page.read_text()):
+            m = kernel.metrics
+            if "launch__occupancy_limit_registers" not in m:
+                continue
+            limit = occupancy_limit_registers(
+                int(m["launch__registers_per_thread"]),
+                int(m["launch__block_size"]),
+                registers_per_sm=65536,
+                max_blocks_per_sm=32,
+            )
+            assert limit == m["launch__occupancy_limit_registers"], (page, kernel.name)
+            seen += 1
+    assert seen > 60
+    assert occupancy_limit_registers(0, 256, registers_per_sm=65536, max_blocks_per_sm=32) is None
+
+
+def test_launch_metrics_leave_out_what_the_driver_did_not_say() -> None:
+    known = launch_metrics(
+        (8, 2, 1), (128, 2, 1), 40, registers_per_sm=65536, max_blocks_per_sm=32, warp_size=32
+    )
+    assert known == {
+        "launch__grid_size": 16.0,
+        "launch__block_size": 256.0,
+        "launch__registers_per_thread": 40.0,
+        "launch__occupancy_limit_registers": 6.0,
+    }
+    unknown = launch_metrics(
+        (8, 1, 1), (128, 1, 1), -1, registers_per_sm=-1, max_blocks_per_sm=-1, warp_size=32
+    )
+    assert unknown == {"launch__grid_size": 8.0, "launch__block_size": 128.0}
+
+
+def test_a_cupti_instruction_gets_its_columns_excess_and_kind() -> None:
+    counts = {
+        "smsp__sass_inst_executed": 10.0,
+        "smsp__sass_sectors_mem_global": 80.0,
+        "smsp__sass_sectors_mem_global_ideal": 20.0,
+        "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared": 0.0,
+        "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared_ideal": 0.0,
+        "smsp__not_a_column": 5.0,
+    }
+    instruction = cupti_instruction("0x00040", "@P0 LDG.E.64 R2, desc[UR4][R2.64]", counts)
+    assert instruction.kind == Kind.GLOBAL_LOAD
+    assert instruction.metrics == {
+        Column.EXECUTED: 10.0,
+        Column.GLOBAL_SECTORS: 80.0,
+        Column.GLOBAL_SECTORS_IDEAL: 20.0,
+        Column.GLOBAL_SECTORS_EXCESS: 60.0,
+        Column.SHARED_ACCESS_UNITS: 0.0,
+        Column.SHARED_ACCESS_UNITS_IDEAL: 0.0,
+        Column.SHARED_ACCESS_UNITS_EXCESS: 0.0,
+    }
+
+
+def test_the_range_profiler_is_asked_for_everything_but_the_launch_statistics() -> None:
+    wanted = metrics_for(formulas_for("auto"))
+    asked = range_profiler_metrics(wanted, "sm_90")
+    assert set(asked) == set(ncu_metrics(wanted, "sm_90")) - set(LAUNCH_METRICS)
+    assert "gpu__time_duration.sum" in asked and not any(m.startswith("launch__") for m in asked)

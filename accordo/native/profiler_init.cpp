@@ -1,0 +1,23 @@
+#include "profiler_init.h"
+
+#include <cupti.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
+
+#include "log.h"
+
+namespace accordo {
+
+std::string init_profiler(int device, std::string& chip) {
+  CUpti_Profiler_Initialize_Params initialize{};
+  initialize.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerInitialize(&initialize));
+  CUpti_Device_GetChipName_Params name{};
+  name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+  name.deviceIndex = static_cast<size_t>(device);
+  ACCORDO_CUPTI_OR_RETURN(cuptiDeviceGetChipName(&name));
+  chip = name.pChipName;
+  return std::string();
+}
+
+}  // namespace accordo
