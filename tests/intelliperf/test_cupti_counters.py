@@ -30,7 +30,7 @@ from intelliperf.gpu.cupti_counters import (
 from intelliperf.gpu.ncu import parse_raw_csv
 from intelliperf.gpu.ncu_source import instructions_from_cuda_sass
 from intelliperf.gpu.nvidia_metrics import COLUMNS, LAUNCH_METRICS, SASS_METRICS
-from intelliperf.gpu.profiles import build_profiles, profiles_from_counters
+from intelliperf.gpu.profiles import build_profiles, counted_metrics, profiles_from_counters
 from intelliperf.gpu.sass_listing import parse_listing
 from tests.recorded import RECORDED
 
@@ -243,3 +243,24 @@ def test_a_kernel_with_counters_but_no_listing_is_diagnosed_without_lines() -> N
     profile = next(iter(profiles.values()))
     assert profile.source == [] and profile.instructions and not profile.source_page
     assert all(i.sass == "" for i in profile.instructions)
+
+
+def test_the_recorded_launch_statistics_are_nsight_computes() -> None:
+    """Every example recorded with both instruments: the launch statistics the counter pass computes from a
+    kernel's first launch (grid, block, registers per thread with the driver's minimum, blocks per SM by
+    registers) are ncu's for the same kernel of the same source (H200 and H100: the same sm_90 limits)."""
+    compared = 0
+    for folder in sorted(RECORDED.glob("*/*")):
+        counters = sorted(folder.glob("counters-*.jsonl"))
+        if not counters or not (folder / "raw.csv").is_file():
+            continue
+        records = parse_counters([path.read_text() for path in counters])
+        raw = {k.name: k.metrics for k in parse_raw_csv((folder / "raw.csv").read_text())}
+        for name, counted in records.kernels.items():
+            if name not in raw or counted.launch is None:
+                continue
+            ours = counted_metrics(counted, records.device)
+            for metric in LAUNCH_METRICS:
+                assert ours[metric] == raw[name][metric], (folder, name, metric)
+            compared += 1
+    assert compared >= 30
