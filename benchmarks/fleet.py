@@ -56,10 +56,17 @@ def _beat(i: int, current_job: str | None = None) -> dict[str, object]:
 
 
 async def _setup_jobs(
-    port: int, token: str, worker_token: str, spec: dict[str, object], jobs: int, workers: int
+    port: int,
+    token: str,
+    worker_token: str,
+    spec: dict[str, object],
+    jobs: int,
+    workers: int,
+    database_url: str,
 ) -> list[str]:
     """Every worker's first heartbeat, then ``jobs`` jobs submitted, job i claimed by worker i's run ``w<i>``
-    (so the service's reaper sees each job's run alive)."""
+    (so the service's reaper sees each job's run alive), with a delivery of the job made in the database as
+    the dispatcher makes one for each broker message."""
     connection = await Connection(port).open()
     ids = []
     try:
@@ -75,7 +82,7 @@ async def _setup_jobs(
             if status != 201:
                 raise RuntimeError(f"fleet setup: submit answered {status}: {body[:300]!r}")
             job_id = json.loads(body)["id"]
-            claim = {"worker": f"fleet-{i}", "run_id": f"w{i}"}
+            claim = {"worker": f"fleet-{i}", "run_id": f"w{i}", "delivery": _delivery(database_url, job_id)}
             status, body = await connection.request(
                 _worker_request("POST", f"/v1/worker/jobs/{job_id}/claim", worker_token, claim)
             )
@@ -85,6 +92,18 @@ async def _setup_jobs(
     finally:
         await connection.close()
     return ids
+
+
+def _delivery(database_url: str, job_id: str) -> str:
+    from service.db.session import Database
+    from service.deliveries import new_deliveries
+
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            return new_deliveries(session, [job_id])[job_id]
+    finally:
+        database.dispose()
 
 
 async def _follow(port: int, token: str, job_id: str, load: FleetLoad, stop: asyncio.Event) -> None:
@@ -166,10 +185,11 @@ async def _fleet(
     duration_s: float,
     connections: int,
     server_group: int,
+    database_url: str,
 ) -> dict[str, object]:
     if jobs > workers:
         raise ValueError("each running job needs a worker: jobs <= workers")
-    ids = await _setup_jobs(port, token, worker_token, spec, jobs, workers)
+    ids = await _setup_jobs(port, token, worker_token, spec, jobs, workers, database_url)
     start = time.perf_counter() + 1.0
     schedule: list[tuple[float, str, Build, Callable[[int], None] | None]] = []
     for i in range(workers):
@@ -186,10 +206,10 @@ async def _fleet(
         while t < start + duration_s:
             seqs = list(range(k * batch, (k + 1) * batch))
 
-            def build(job_id: str = job_id, j: int = j, seqs: list[int] = seqs) -> bytes:
+            def build(job_id: str = job_id, j: int = j, k: int = k, seqs: list[int] = seqs) -> bytes:
                 now = f"{time.time():.6f}"
                 events = [{"kind": "log", "message": f"fleet {j} {s} {now}"} for s in seqs]
-                body = {"run_id": f"w{j}", "events": events}
+                body = {"run_id": f"w{j}", "batch": k, "events": events}
                 return _worker_request("POST", f"/v1/worker/jobs/{job_id}/events", worker_token, body)
 
             def done(status: int, j: int = j, seqs: list[int] = seqs) -> None:

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -64,6 +65,7 @@ REDIS_DB = 14  # the benchmark's own Redis database number, flushed before and a
 ADMIN = "bench-admin-secret"
 WORKER_TOKEN = "bench-worker-token"
 REPOSITORY = "bench/kernels"
+REFUSING_HOST = "127.0.0.1:9"  # nothing listens: a clone from it fails at once
 # Load-phase jobs go to a queue no running worker of the benchmark consumes (a registered but parked node
 # serves it, so the service accepts them); dispatch-phase jobs to the running worker's.
 LOAD_SPEC = {
@@ -74,7 +76,7 @@ LOAD_SPEC = {
     "gpu": {"arch": "sm_90"},
 }
 DISPATCH_SPEC = {
-    "repository": {"url": f"http://127.0.0.1:9/{REPOSITORY}.git"},
+    "repository": {"url": f"https://{REFUSING_HOST}/{REPOSITORY}.git"},
     "applications": [{"command": "./app"}],
     "formula": "diagnoseOnly",
 }
@@ -99,6 +101,7 @@ def service_env(database_url: str, broker_url: str, data_dir: Path, **extra: str
         "INTELLIPERF_ADMIN_TOKEN": ADMIN,
         "INTELLIPERF_WORKER_TOKEN": WORKER_TOKEN,
         "INTELLIPERF_DATA_DIR": str(data_dir),
+        "INTELLIPERF_GITHUB_HOSTS": f"github.com,{REFUSING_HOST}",
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
@@ -558,7 +561,8 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return f"{os.cpu_count()} cores, {model}, {platform.system()} {platform.release()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{socket.gethostname()}: {os.cpu_count()} cores, {model}, {system}"
 
 
 def _spin_chunks(seconds: float, chunk_s: float, out: Any) -> None:
@@ -604,6 +608,7 @@ def server_versions(database_url: str, broker_url: str) -> tuple[str, str]:
     """What the run was measured against."""
     import redis
     from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
 
     engine = create_engine(database_url)
     with engine.connect() as connection:
@@ -612,8 +617,15 @@ def server_versions(database_url: str, broker_url: str) -> tuple[str, str]:
     client = redis.Redis.from_url(broker_url)
     version = str(client.info("server")["redis_version"])
     client.close()
-    number = broker_url.rsplit("/", 1)[1]
-    return f"PostgreSQL {pg.split()[0]} (127.0.0.1:5432, fresh database)", f"Redis {version} (db {number})"
+    parsed_db, parsed_broker = make_url(database_url), urlsplit(broker_url)
+    where_db = f"{parsed_db.host}:{parsed_db.port or 5432}"
+    where_broker = (
+        f"{parsed_broker.hostname}:{parsed_broker.port or 6379}, db {parsed_broker.path.strip('/')}"
+    )
+    return (
+        f"PostgreSQL {pg.split()[0]} ({where_db}, fresh database {parsed_db.database})",
+        f"Redis {version} ({where_broker})",
+    )
 
 
 def run(
@@ -674,7 +686,13 @@ def run(
             from benchmarks.fleet import run_fleet  # imports this module: here, not at its top
 
             fleet = run_fleet(
-                server.port, token, WORKER_TOKEN, LOAD_SPEC, server_group=server.group, **fleet_options
+                server.port,
+                token,
+                WORKER_TOKEN,
+                LOAD_SPEC,
+                server_group=server.group,
+                database_url=database_url,
+                **fleet_options,
             )
     phases = {
         "post_saturated": post_sat,
@@ -688,8 +706,9 @@ def run(
         "database": database,
         "broker": broker,
         "server": " ".join(
-            ["python", *server_argv(8000, server_workers)[1:], "(uvicorn, uvloop, httptools)"]
+            ["python", *server_argv(port, server_workers)[1:], "(uvicorn, uvloop, httptools)"]
         ),
+        "api_url": f"http://127.0.0.1:{port}",
         "server_workers": server_workers,
         "load_generator": "one asyncio process, raw HTTP/1.1 keep-alive connections (benchmarks/service.py)",
         "auth": "stored API token scoped to one repository",

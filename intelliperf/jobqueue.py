@@ -12,10 +12,12 @@ when an app is made (the engine's own install has no Celery).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from intelliperf.repository_hosts import HOSTS_SETTING, normalized_host
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -41,6 +43,28 @@ class QueueSettings(BaseSettings):
         gt=0,
         description="Hard limit of any job; the broker's visibility timeout exceeds it",
     )
+    github_hosts: Annotated[list[str], NoDecode] = Field(
+        default=["github.com"],
+        description="The git hosts (host or host:port, comma-separated in the environment) a job's "
+        "repository may be on: the only ones git credentials are sent to, over https",
+    )
+
+    @field_validator("github_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        return value.split(",") if isinstance(value, str) else value
+
+    @field_validator("github_hosts")
+    @classmethod
+    def _normalize_hosts(cls, hosts: list[str]) -> list[str]:
+        if not hosts:
+            raise ValueError(f"{HOSTS_SETTING} names no host; e.g. github.com,ghe.corp.example:8443")
+        try:
+            return list(dict.fromkeys(normalized_host(host) for host in hosts))
+        except ValueError as exc:
+            raise ValueError(
+                f"{HOSTS_SETTING}: {exc} (a comma-separated list such as github.com,ghe.corp.example:8443)"
+            ) from None
 
     @property
     def resolved_broker_url(self) -> str:

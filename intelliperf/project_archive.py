@@ -8,6 +8,7 @@ place only when everything succeeded, so a rejected archive leaves nothing half-
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import shutil
@@ -21,6 +22,21 @@ __all__ = ["ArchiveError", "ArchiveLimits", "check_project", "extract_project"]
 
 MAX_NAME_BYTES = 255
 """The longest file name Linux file systems take (NAME_MAX): checked up front, not found by extracting."""
+
+
+HAS_EXTRACTION_FILTERS = hasattr(tarfile, "data_filter")
+"""Python 3.11.4 and later (PEP 706); Debian 12's 3.11.2 has none, and workers may run on it."""
+
+
+def as_plain_data(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """What tarfile's "data" filter makes of a member that passed ``_checked_members``, for Pythons without
+    it: no set-uid, set-gid or sticky bit, nobody but the owner may write, and the extracting user owns it."""
+    plain = copy.copy(member)
+    plain.mode = member.mode & 0o755 if member.isreg() or member.isdir() else member.mode
+    if member.isreg() and not member.mode & 0o100:
+        plain.mode &= 0o644
+    plain.uid, plain.gid, plain.uname, plain.gname = os.getuid(), os.getgid(), "", ""
+    return plain
 
 
 class ArchiveError(ValueError):
@@ -107,7 +123,10 @@ def extract_project(data: bytes, destination: Path, limits: ArchiveLimits | None
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
                 members = _checked_members(archive, limits)
-                archive.extractall(staging, members=members, filter="data")
+                if HAS_EXTRACTION_FILTERS:
+                    archive.extractall(staging, members=members, filter="data")
+                else:
+                    archive.extractall(staging, members=[as_plain_data(m) for m in members])
         except (tarfile.TarError, EOFError, OSError) as exc:
             # the message may name the server's scratch folder: the uploader learns the member, not the path
             reason = str(exc).replace(str(staging), "<project>").replace(str(destination.parent), "<server>")

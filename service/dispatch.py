@@ -13,6 +13,14 @@ waits for the sweep), in one transaction, over one broker connection in one Redi
 the broker's restart check and the search for every due job run every ``dispatch_sweep_s``, however
 busy the API is. Several API processes each run a dispatcher; on
 PostgreSQL the due rows are locked (SKIP LOCKED), so each queued job is sent by one of them.
+
+Each message carries a new delivery secret (service.deliveries), whose hash is committed with the job's
+``dispatched_at`` before the message is sent, so a worker that receives it at once finds it; a pass whose
+messages did not reach the broker takes its ``dispatched_at`` back, and the next pass sends them again.
+
+The reaper judges workers by the time the service could hear them: after this process starts, or after its
+database was unreachable, a worker's heartbeat counts as fresh for ``worker_stale_s`` (the workers were
+beating into an outage, not dead), so an API or database outage re-runs no job.
 """
 
 from __future__ import annotations
@@ -26,12 +34,22 @@ from typing import Any
 
 from celery import Celery
 from sqlalchemy import select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from intelliperf.jobqueue import RUN_JOB, celery_priority
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
-from service.jobs import DueJob, add_event, due_for_dispatch, finish, mark_dispatched, unsent_among
+from service.deliveries import new_deliveries
+from service.jobs import (
+    DueJob,
+    add_event,
+    due_for_dispatch,
+    finish,
+    mark_dispatched,
+    unmark_dispatched,
+    unsent_among,
+)
 from service.settings import ServiceSettings
 
 __all__ = ["MAX_RUNS", "Dispatcher", "lost_run"]
@@ -48,9 +66,17 @@ COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one
 MIN_PASS_INTERVAL_S = 0.2
 
 
-def lost_run(job: Job, worker: Worker | None, cutoff: datetime, grace: timedelta) -> str | None:
+def lost_run(
+    job: Job,
+    worker: Worker | None,
+    cutoff: datetime,
+    grace: timedelta,
+    heard_since: datetime | None = None,
+) -> str | None:
     """Why the run of a running ``job`` is lost, or None while it may be alive. ``cutoff``: heartbeats
-    before it are stale; ``grace``: how long after the claim a worker's heartbeat must name the job.
+    before it are stale; ``grace``: how long after the claim a worker's heartbeat must name the job;
+    ``heard_since``: since when the service could hear heartbeats (its start, or the end of its last
+    database outage): silence before it is not counted.
 
     Three ways to lose a run: the worker's name beats with another process's run id (a worker restarted
     under the same name); the process that claimed it beats, well after the claim, without naming it (its
@@ -68,6 +94,8 @@ def lost_run(job: Job, worker: Worker | None, cutoff: datetime, grace: timedelta
     last_seen = worker.last_heartbeat if worker is not None else job.started_at
     if last_seen is None or last_seen >= cutoff or (job.started_at and job.started_at >= cutoff):
         return None
+    if heard_since is not None and heard_since >= cutoff:
+        return None
     return f"worker {job.worker} stopped sending heartbeats (last at {last_seen:%H:%M:%S} UTC)"
 
 
@@ -84,6 +112,14 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pending: list[str] = []  # jobs this process committed, to send at the next pass
         self._look_for_all = False
+        self.heard_since = utcnow()
+        """Since when this process could hear workers: its start, or the end of its database's last outage."""
+        self._database_down = False
+
+    def database_unavailable(self) -> None:
+        """The database failed a request: once it answers again, workers get a fresh ``worker_stale_s``
+        before their silence counts (their heartbeats went into the outage)."""
+        self._database_down = True
 
     def notify(self, job_id: str | None = None) -> None:
         """A job was committed (``job_id``: this one): send it now rather than at the next sweep. Without
@@ -125,6 +161,9 @@ class Dispatcher:
                         self.dispatch_due()
                     elif pending:
                         self.dispatch_jobs(pending)
+            except (OperationalError, InterfaceError) as exc:
+                self.database_unavailable()
+                log.warning("dispatcher: the database is unavailable (%s); retrying", _first_line(exc))
             except Exception:
                 log.exception("dispatcher sweep failed; retrying at the next one")
 
@@ -136,6 +175,7 @@ class Dispatcher:
 
     def sweep(self) -> int:
         """One pass: reap lost runs, notice a restarted broker, send what is due. Returns jobs sent."""
+        self._check_database_back()
         self.reap_lost_runs()
         self._check_broker_restart()
         return self.dispatch_due()
@@ -147,47 +187,58 @@ class Dispatcher:
         now = utcnow()
         with self.db.session() as session:
             jobs = due_for_dispatch(session, now, timedelta(seconds=self.settings.redispatch_after_s))
-            return self._send(session, jobs, now)
+            deliveries = self._prepare(session, jobs, now)
+        return self._send(jobs, deliveries, now)
 
     def dispatch_jobs(self, job_ids: list[str]) -> int:
         """Send these jobs if they are still queued and were never sent (the sweep may have sent them)."""
         now = utcnow()
         with self.db.session() as session:
-            return self._send(session, unsent_among(session, job_ids), now)
+            jobs = unsent_among(session, job_ids)
+            deliveries = self._prepare(session, jobs, now)
+        return self._send(jobs, deliveries, now)
 
-    def _send(self, session: Session, jobs: list[DueJob], now: datetime) -> int:
-        """Publish ``jobs`` (locked by the caller's query) and mark those sent, in the caller's session."""
+    @staticmethod
+    def _prepare(session: Session, jobs: list[DueJob], now: datetime) -> dict[str, str]:
+        """Mark ``jobs`` (locked by the caller's query) sent at ``now`` and give each a new delivery, in the
+        caller's transaction, which commits before any message goes out."""
+        ids = [job.id for job in jobs]
+        mark_dispatched(session, ids, now)
+        return new_deliveries(session, ids)
+
+    def _send(self, jobs: list[DueJob], deliveries: dict[str, str], now: datetime) -> int:
+        """Publish ``jobs``, marked sent at ``now``; if the broker fails, take the mark back so the next pass
+        sends them again."""
         if not jobs:
             return 0
-        sent: list[str] = []
         try:
             # one Redis pipeline for the pass (kombu's publish batch), not a round trip and a new
             # client per message; buffered messages go out when the batch ends
             with self.celery.producer_or_acquire() as producer:
                 batch = getattr(producer, "batch", None)
                 # in a batch the messages reach Redis when it ends, outside kombu's retry wrapper, which
-                # would only cost time per message; a failed batch is sent again by the next sweep
+                # would only cost time per message; a failed batch is sent again by the next pass
                 with batch() if batch is not None else contextlib.nullcontext():
                     for job in jobs:
-                        self._publish(job, producer, retry=batch is None)
-                        sent.append(job.id)
+                        self._publish(job, deliveries[job.id], producer, retry=batch is None)
         except Exception as exc:
             self.broker_error = f"{type(exc).__name__}: {exc}"
-            # a batch that failed sent none of its messages, or some: count none sent, so the next sweep
+            # a batch that failed sent none of its messages, or some: count none sent, so the next pass
             # sends them all (a job sent twice is harmless; one marked sent that never reached the broker
-            # would wait redispatch_after_s)
-            sent = []
+            # would wait redispatch_after_s, which it still does if the database fails here too)
             log.warning("broker unavailable, %d job(s) wait in the database: %s", len(jobs), exc)
-        else:
-            self.broker_error = None
-        mark_dispatched(session, sent, now)
-        return len(sent)
+            with self.db.session() as session:
+                unmark_dispatched(session, [job.id for job in jobs], now)
+            return 0
+        self.broker_error = None
+        return len(jobs)
 
-    def _publish(self, job: DueJob, producer: Any = None, *, retry: bool = True) -> None:
+    def _publish(self, job: DueJob, delivery: str, producer: Any = None, *, retry: bool = True) -> None:
         self.celery.send_task(
             RUN_JOB,
-            args=[job.id],
-            argsrepr=f"[{job.id!r}]",  # what Celery's saferepr makes of the args, without its cost
+            args=[job.id, delivery],
+            # what Celery logs of the args: the job id, never the delivery (and without saferepr's cost)
+            argsrepr=f"[{job.id!r}, '…']",
             kwargsrepr="{}",
             queue=job.queue,
             priority=celery_priority(job.priority),
@@ -195,6 +246,15 @@ class Dispatcher:
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
             producer=producer,
         )
+
+    def _check_database_back(self) -> None:
+        if not self._database_down:
+            return
+        with self.db.session() as session:
+            session.execute(select(1))
+        self._database_down = False
+        self.heard_since = utcnow()
+        log.info("dispatcher: the database answers again; workers' heartbeats are judged from now on")
 
     def _check_broker_restart(self) -> None:
         run_id = self._broker_identity()
@@ -229,18 +289,22 @@ class Dispatcher:
         with self.db.session() as session:
             workers = {w.name: w for w in session.scalars(select(Worker))}
             for job in session.scalars(select(Job).where(Job.status == "running").with_for_update()):
-                reason = lost_run(job, workers.get(job.worker or ""), cutoff, grace)
+                reason = lost_run(job, workers.get(job.worker or ""), cutoff, grace, self.heard_since)
                 if reason is None:
                     continue
                 if job.cancel_requested:
                     finish(session, job.id, status="cancelled", outcome="cancelled", error=reason)
                 elif job.runs < MAX_RUNS:
                     job.status, job.worker, job.dispatched_at, job.started_at = "queued", None, None, None
-                    job.worker_run = None
                     add_event(session, job.id, "state", f"{reason}; queued again", stage="queued")
                 else:
                     finish(session, job.id, status="failed", outcome="worker_lost", error=reason)
+                job.worker_run = None  # the lost run's writes are refused from now on
                 reaped += 1
         if reaped:
             self.notify()
         return reaped
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

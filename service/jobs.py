@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from intelliperf.contract import JobSpec
 from service.auth import Principal
-from service.db.models import FINISHED, Job, JobArchive, JobEvent, utcnow
+from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
+from service.deliveries import forget_deliveries
 from service.secrets import delete_secrets
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "IdempotencyConflict",
     "JobPage",
     "add_event",
+    "add_event_batch",
     "claim",
     "due_for_dispatch",
     "events_after",
@@ -38,6 +40,7 @@ __all__ = [
     "repository_name",
     "request_cancel",
     "submit",
+    "unmark_dispatched",
     "unsent_among",
 ]
 
@@ -77,6 +80,28 @@ def _spec_hash(spec: JobSpec | dict[str, Any], archive: bytes | None, priority: 
 
 def add_event(session: Session, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
     session.add(JobEvent(job_id=job_id, kind=kind, stage=stage, message=message))
+
+
+def add_event_batch(
+    session: Session, job_id: str, run_id: str, batch: int, events: list[tuple[str, str, str | None]]
+) -> bool:
+    """Store a worker run's numbered batch of (kind, message, stage) events; False when this batch was
+    stored before (sent again after its answer was lost), and then nothing is written."""
+    try:
+        with session.begin_nested():
+            session.execute(
+                insert(JobEventBatch.__table__), {"job_id": job_id, "run_id": run_id, "batch": batch}
+            )
+    except IntegrityError:
+        return False
+    if events:
+        now = utcnow()
+        rows = [
+            {"job_id": job_id, "created_at": now, "kind": kind, "stage": stage, "message": message}
+            for kind, message, stage in events
+        ]
+        session.execute(_INSERT_EVENT, rows)
+    return True
 
 
 def submit(
@@ -262,6 +287,7 @@ def request_cancel(session: Session, job: Job) -> Job:
         if done.rowcount == 1:  # type: ignore[attr-defined]
             add_event(session, job.id, "state", "cancelled before it started", stage="cancelled")
             delete_secrets(session, job.id)
+            forget_deliveries(session, job.id)
             session.refresh(job)
             return job
     session.execute(update(Job).where(Job.id == job.id).values(cancel_requested=True))
@@ -302,6 +328,7 @@ def finish(
     if status not in FINISHED:
         raise ValueError(f"{status!r} is not a finished state")
     delete_secrets(session, job_id)
+    forget_deliveries(session, job_id)
     session.execute(
         update(Job)
         .where(Job.id == job_id)
@@ -371,4 +398,15 @@ def mark_dispatched(session: Session, job_ids: list[str], when: datetime) -> Non
             update(Job)
             .where(Job.id.in_(job_ids))
             .values(dispatched_at=when, dispatch_count=Job.dispatch_count + 1)
+        )
+
+
+def unmark_dispatched(session: Session, job_ids: list[str], when: datetime) -> None:
+    """Take back ``mark_dispatched(..., when)`` for jobs whose messages did not reach the broker (unless a
+    later pass has marked them since)."""
+    if job_ids:
+        session.execute(
+            update(Job)
+            .where(Job.id.in_(job_ids), Job.dispatched_at == when)
+            .values(dispatched_at=None, dispatch_count=Job.dispatch_count - 1)
         )

@@ -32,6 +32,22 @@ class ServiceSettings(QueueSettings):
     max_upload_bytes: int = Field(default=64 * 2**20, gt=0, description="Largest project archive accepted")
     max_archive_bytes: int = Field(default=512 * 2**20, gt=0, description="Largest archive content")
     max_archive_members: int = Field(default=20_000, gt=0)
+    archive_check_workers: int = Field(
+        default=1,
+        gt=0,
+        description="Processes (low priority; per API process) checking uploaded archives, one at a time",
+    )
+    archive_check_max_waiting: int = Field(
+        default=8,
+        ge=0,
+        description="Uploads that may wait for a free archive-checking process; beyond them: 503",
+    )
+    archive_checks_per_token: int = Field(
+        default=2, gt=0, description="Archive checks one token may have in progress; beyond them: 429"
+    )
+    archive_checks_per_token_per_minute: int = Field(
+        default=30, gt=0, description="Archive checks one token may start in any minute; beyond them: 429"
+    )
     dispatch_sweep_s: float = Field(
         default=5.0, gt=0, description="How often queued jobs are checked against the broker"
     )

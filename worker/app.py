@@ -6,11 +6,19 @@ It needs the broker (INTELLIPERF_BROKER_URL), the service (INTELLIPERF_SERVICE_U
 One process per GPU with the solo pool (CUDA and fork do not mix); ``intelliperf worker`` starts them.
 ``acks_late`` with prefetch 1: a job's message is acknowledged when the job has finished, so a worker
 killed mid-job leaves it to the broker and to the service's reaper, and the claim keeps a redelivered
-message from running a job twice.
+message from running a job twice. A message carries the job's id and its delivery secret, which the claim
+names (service.deliveries).
+
+At start the process marks itself not dumpable (``PR_SET_DUMPABLE``), so a job running as the same
+unprivileged user cannot read the worker's environment or memory through /proc or ptrace (as root it
+still can: run workers unprivileged, or jobs in containers), and removes the scratch folders of jobs whose
+worker died (worker.scratch).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import socket
@@ -19,10 +27,11 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 
 from intelliperf.jobqueue import RUN_JOB, make_celery
-from worker.container import executor_for
+from worker.container import ContainerError, ContainerExecutor, executor_for
 from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
+from worker.scratch import remove_orphaned
 from worker.service_client import ServiceClient
 from worker.settings import get_worker_settings
 
@@ -33,6 +42,12 @@ log = logging.getLogger(__name__)
 settings = get_worker_settings()
 celery = make_celery(settings)
 _runtime: dict[str, Any] = {}
+PR_SET_DUMPABLE = 4
+
+
+def _not_dumpable() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _gpu() -> GpuInfo | None:
@@ -60,7 +75,9 @@ def _runner() -> JobRunner:
             executor_for(settings),
             worker_name(),
             heartbeat=heartbeat,
+            work_dir=settings.jobs_dir,
             time_limit_s=settings.job_time_limit_s,
+            github_hosts=settings.github_hosts,
         )
     runner: JobRunner = _runtime["runner"]
     return runner
@@ -68,7 +85,14 @@ def _runner() -> JobRunner:
 
 @worker_ready.connect
 def _start_heartbeat(sender: Any = None, **_: Any) -> None:
-    _runner()
+    _not_dumpable()
+    runner = _runner()
+    remove_orphaned(runner.work_dir)
+    if isinstance(runner.executor, ContainerExecutor):
+        try:
+            runner.executor.remove_orphaned()
+        except ContainerError as exc:
+            log.warning("could not look for containers of dead workers: %s", exc)
     heartbeat: Heartbeat = _runtime["heartbeat"]
     if sender is not None:  # the queues this worker really consumes (-Q), which the service shows
         queues = sender.app.amqp.queues
@@ -83,6 +107,10 @@ def _stop_heartbeat(**_: Any) -> None:
 
 
 @celery.task(name=RUN_JOB, acks_late=True, ignore_result=True)
-def run_job(job_id: str) -> str:
-    """Idempotent: a job that is not queued any more (taken, finished, cancelled) is skipped."""
-    return _runner().run(job_id)
+def run_job(job_id: str, delivery: str | None = None) -> str:
+    """Idempotent: a job that is not queued any more (taken, finished, cancelled) is skipped, and so is a
+    message without a delivery the service knows."""
+    if delivery is None:
+        log.warning("job %s: a message without a delivery (sent before deliveries existed): skipped", job_id)
+        return "skipped"
+    return _runner().run(job_id, delivery)

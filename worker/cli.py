@@ -22,19 +22,26 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str, str]]]:
-    """The celery command and environment of each worker process: one per visible GPU, else one."""
+    """The celery command and environment of each worker process: one per visible GPU, else one.
+
+    Each process's name is the operator's INTELLIPERF_WORKER_NAME, else the host's name and this process's
+    id, followed by what it serves (``-cpu``, ``-gpu0``, ``-amd-gpu0``): two ``intelliperf worker`` on one
+    host never share a name, which the service would take for one worker restarting."""
     host = socket.gethostname()
+    prefix = os.environ.get("INTELLIPERF_WORKER_NAME") or f"{host}-{os.getpid()}"
     base = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "--concurrency", "1"]
     base += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     gpus = detect_gpus()
     if not gpus:
-        name = f"{host}-cpu"
+        name = f"{prefix}-cpu"
         env = {"INTELLIPERF_WORKER_NAME": name}
         return [([*base, "-Q", ",".join(queues or queues_for(None)), "-n", f"{name}@{host}"], env)]
     commands = []
     for gpu in gpus:
         # each vendor numbers its GPUs from 0: on a node with both, AMD's workers need names of their own
-        name = f"{host}-gpu{gpu.index}" if gpu.vendor == "nvidia" else f"{host}-{gpu.vendor}-gpu{gpu.index}"
+        name = (
+            f"{prefix}-gpu{gpu.index}" if gpu.vendor == "nvidia" else f"{prefix}-{gpu.vendor}-gpu{gpu.index}"
+        )
         env = {
             "INTELLIPERF_WORKER_NAME": name,
             "INTELLIPERF_WORKER_GPU_INDEX": str(gpu.index),

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -41,7 +42,6 @@ import requests
 from docker.types import DeviceRequest
 
 from intelliperf.contract import JobSpec
-from intelliperf.llm.client import PROVIDER_KEYS
 from worker.executor import (
     KILL_GRACE_S,
     POLL_S,
@@ -52,6 +52,8 @@ from worker.executor import (
     parse_line,
     read_outputs,
 )
+from worker.job_environment import llm_key_environment
+from worker.scratch import process_identity
 from worker.settings import WorkerSettings
 
 __all__ = [
@@ -65,6 +67,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+OWNER_LABEL = "intelliperf.owner"
+"""The host and the worker process (pid and start time) that started a job's container."""
 API_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 5.0
 AMD_DEVICES = ("/dev/kfd", "/dev/dri")
@@ -115,15 +119,10 @@ def gpu_options(vendor: str, gpu_ids: list[str] | None) -> dict[str, Any]:
     raise ValueError(f"no way to attach a {vendor!r} GPU")
 
 
-def engine_environment(spec: JobSpec, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """What the engine needs and nothing else; the LLM key only for a job that may call the LLM."""
-    env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    if spec.optimizes:
-        fallback = PROVIDER_KEYS.get(spec.llm.litellm_model.split("/", 1)[0])
-        for name in filter(None, [spec.llm.key_env, fallback]):
-            if environ.get(name):
-                env[name] = environ[name]
-    return env
+def engine_environment(spec: JobSpec, job_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the engine needs and nothing of the worker's: the job's own LLM key (``job_env``, sent with
+    the job) only for a job that may call the LLM (worker.job_environment)."""
+    return {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"} | llm_key_environment(spec, job_env)
 
 
 class ContainerExecutor:
@@ -167,10 +166,10 @@ class ContainerExecutor:
 
     def client(self, timeout: float | None = API_TIMEOUT_S) -> docker.DockerClient:
         """``timeout=None`` for the log stream: a build may print nothing for longer than any timeout."""
-        socket = _unix_socket(self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET)
-        if socket is not None and not socket.is_socket():
+        path = _unix_socket(self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET)
+        if path is not None and not path.is_socket():
             # checked here: a client on a missing socket leaks the socket it fails to connect
-            raise ContainerError(f"the container engine at {self.where} does not answer: no {socket}")
+            raise ContainerError(f"the container engine at {self.where} does not answer: no {path}")
         try:
             if self.docker_host:
                 return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
@@ -189,6 +188,24 @@ class ContainerExecutor:
         except _ENGINE_ERRORS as exc:
             raise ContainerError(f"the container engine at {self.where} does not answer: {exc}") from None
 
+    def remove_orphaned(self) -> list[str]:
+        """Remove the job containers of this host whose worker process is gone (killed mid-job: nothing
+        stopped its container); returns their ids."""
+        host = socket.gethostname()
+        removed = []
+        with contextlib.closing(self.client()) as client:
+            for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+                owner_host, _, owner = container.labels.get(OWNER_LABEL, "").partition(" ")
+                pid = owner.split(" ", 1)[0]
+                if owner_host != host or (pid.isdigit() and process_identity(int(pid)) == owner):
+                    continue
+                with contextlib.suppress(*_ENGINE_ERRORS):
+                    container.remove(force=True)
+                    removed.append(container.id)
+        if removed:
+            log.warning("removed %d container(s) of jobs whose worker died", len(removed))
+        return removed
+
     def has_image(self, image: str) -> bool:
         try:
             with contextlib.closing(self.client()) as client:
@@ -203,11 +220,11 @@ class ContainerExecutor:
         self, spec: JobSpec, project: Path, out: Path, job_env: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
         """Everything ``containers.create`` gets (the tests read the limits back from the engine).
-        ``job_env``: the job's own secrets (its LLM key), which win over the worker's."""
+        ``job_env``: the job's own secrets (its LLM key)."""
         mounts = {str(path): {"bind": str(path), "mode": "ro"} for path in self.volumes}
         mounts[str(project)] = {"bind": str(project), "mode": "rw"}
         mounts[str(out)] = {"bind": str(out), "mode": "rw"}
-        environment = engine_environment(spec, {**os.environ, **(job_env or {})})
+        environment = engine_environment(spec, job_env)
         options: dict[str, Any] = {}
         if self.attach_gpu:
             options = gpu_options(spec.gpu.vendor, self.gpu_ids)
@@ -226,7 +243,10 @@ class ContainerExecutor:
             "nano_cpus": int(spec.container.cpus * 1e9),
             "user": self.user,
             "init": True,  # the engine is not PID 1, so SIGTERM stops it
-            "labels": {"intelliperf.executor": "container"},
+            "labels": {
+                "intelliperf.executor": "container",
+                OWNER_LABEL: f"{socket.gethostname()} {process_identity(os.getpid())}",
+            },
             "detach": True,
             **options,
         }
@@ -241,7 +261,9 @@ class ContainerExecutor:
         should_cancel: Callable[[], bool],
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
+        scratch: Path | None = None,
     ) -> ExecutionResult:
+        """``scratch`` is not used: the container holds the job's processes, and its engine removes it."""
         project, out = project.resolve(), out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / "spec.json").write_text(spec.model_dump_json())  # what the engine in the container reads

@@ -1,15 +1,14 @@
 """Runs the engine for one job, in a subprocess, with a time limit, cancellation and live events.
 
-The local executor is what runs where no container engine does; the container executor (docker SDK)
-implements the same ``Executor`` protocol. Both stream the engine's JSON-line events back to the
-caller, stop the engine when the job is cancelled or over its time limit, and return the files it
-wrote.
+The local executor is what runs where no container engine does (``LocalExecutor`` says what it isolates
+and what only a container does); the container executor (docker SDK) implements the same protocol. Both
+stream the engine's JSON-line events back to the caller, stop the engine when the job is cancelled or over
+its time limit, and return the files it wrote.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -24,11 +23,11 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from intelliperf.contract import JobSpec
+from worker.job_environment import host_environment, llm_key_environment
 
 __all__ = ["EngineEvent", "ExecutionResult", "Executor", "LocalExecutor", "parse_line"]
 
 POLL_S = 0.25
-PR_SET_PDEATHSIG = 1
 KILL_GRACE_S = 5.0
 
 
@@ -62,9 +61,11 @@ class Executor(Protocol):
         should_cancel: Callable[[], bool],
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
+        scratch: Path | None = None,
     ) -> ExecutionResult:
-        """``spec``: the job, as validated once when it was claimed. ``env``: variables for the engine only
-        (the job's LLM key), never logged."""
+        """``spec``: the job, as validated once when it was claimed. ``env``: the job's own secrets for the
+        engine (its LLM key), never logged. ``scratch``: the job's scratch folder (``project`` and ``out``
+        are in it), removed if the worker dies while the job runs."""
         ...
 
 
@@ -85,12 +86,6 @@ def parse_line(line: str) -> EngineEvent:
     return EngineEvent(kind="log", message=text)
 
 
-def _die_with_parent() -> None:
-    """Runs in the engine's process before exec: SIGKILL it if this worker dies (Linux prctl)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _pump(stream: IO[str], sink: queue.Queue[str | None]) -> None:
     for line in stream:
         sink.put(line)
@@ -105,11 +100,31 @@ def read_outputs(out: Path) -> tuple[dict[str, object] | None, str | None]:
 
 
 class LocalExecutor:
-    """The engine in a child process group of this worker (no container)."""
+    """The engine in a child process tree of this worker (no container), under ``worker.job_supervisor``.
+
+    What it isolates: the job's environment (an allow-list, worker.job_environment: no token, broker URL or
+    other secret of the worker's), its home and temporary folders (its own, in the job's scratch folder),
+    its processes (a session of their own, all killed when the job ends, is stopped, or the worker dies,
+    also those that daemonize), and its scratch folder (removed when the worker dies). What only a
+    container isolates: the file system, the network (the broker and the database on this host's
+    loopback), and the worker's own processes, which a job running as the same user may signal or, as
+    root, read.
+    """
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+        """``env``: variables for every engine this executor starts (the tests' settings), beside the
+        allow-listed ones."""
         self.python = python
         self.env = env
+
+    def environment(self, spec: JobSpec, scratch: Path, job_env: Mapping[str, str] | None) -> dict[str, str]:
+        home, tmp = scratch / "home", scratch / "tmp"
+        home.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = host_environment(os.environ, home, tmp) | (self.env or {}) | llm_key_environment(spec, job_env)
+        root = str(Path(__file__).parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        return env
 
     def run(
         self,
@@ -121,15 +136,17 @@ class LocalExecutor:
         should_cancel: Callable[[], bool],
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
+        scratch: Path | None = None,
     ) -> ExecutionResult:
         out.mkdir(parents=True, exist_ok=True)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.model_dump_json())
-        argv = [self.python, "-m", "worker.engine_main", "--spec", str(spec_file)]
-        argv += ["--project", str(project), "--out", str(out)]
-        child_env = {**os.environ, **(self.env or {}), **(env or {}), "PYTHONUNBUFFERED": "1"}
-        root = str(Path(__file__).parent.parent)
-        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
+        engine = [self.python, "-m", "worker.engine_main", "--spec", str(spec_file)]
+        engine += ["--project", str(project), "--out", str(out)]
+        argv = [self.python, "-m", "worker.job_supervisor", "--worker-pid", str(os.getpid())]
+        argv += ["--grace", str(KILL_GRACE_S)]
+        argv += ["--scratch", str(scratch)] if scratch is not None else []
+        argv += ["--", *engine]
         process = subprocess.Popen(
             argv,
             cwd=project,
@@ -138,9 +155,8 @@ class LocalExecutor:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            env=child_env,
+            env=self.environment(spec, scratch or out, env),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         assert process.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
@@ -151,7 +167,6 @@ class LocalExecutor:
         error: EngineEvent | None = None
         timed_out = cancelled = False
         finished_output = False
-        exited_at: float | None = None
         while True:
             batch, finished_output = _drain(lines, finished_output)
             events = [parse_line(line) for line in batch]
@@ -161,12 +176,13 @@ class LocalExecutor:
                 tail = [*tail, event.message][-40:]
             if events:
                 on_events(events)
+            if process.poll() is not None and finished_output:
+                break
             if process.poll() is not None:
-                exited_at = exited_at or time.monotonic()
-                # a stray grandchild may hold the pipe open: it goes with the group
-                if finished_output or time.monotonic() - exited_at > KILL_GRACE_S:
-                    _kill_group(process)
-                    break
+                # the supervisor killed every process of the job before it exited: the pipe ends at once
+                pump.join(timeout=KILL_GRACE_S)
+                finished_output = not pump.is_alive()
+                continue
             if not (timed_out or cancelled):
                 if time.monotonic() > deadline:
                     timed_out = True
@@ -175,9 +191,7 @@ class LocalExecutor:
                     cancelled = True
                     _stop(process)
             time.sleep(POLL_S)
-        pump.join(timeout=KILL_GRACE_S)  # the group is gone, so the pipe ends
-        if not pump.is_alive():
-            process.stdout.close()
+        process.stdout.close()
         report, summary = read_outputs(out)
         return ExecutionResult(
             exit_code=process.returncode,
@@ -208,18 +222,13 @@ def _available(lines: queue.Queue[str | None]) -> Iterator[str | None]:
             return
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
 def _stop(process: subprocess.Popen[str]) -> None:
-    """SIGTERM to the whole group, SIGKILL after a grace period."""
+    """SIGTERM to the job's supervisor, which stops the engine and, after its grace period, kills whatever
+    of the job is left; SIGKILL to the whole group only if the supervisor itself does not end."""
     try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=KILL_GRACE_S)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=2 * KILL_GRACE_S + 5)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

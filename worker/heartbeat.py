@@ -15,6 +15,8 @@ __all__ = ["Heartbeat"]
 
 log = logging.getLogger(__name__)
 
+RETRY_FIRST_S = 0.5
+
 
 class Heartbeat:
     """``run_id`` names this process: a worker restarted under the same name gets a new one, so the service
@@ -53,11 +55,13 @@ class Heartbeat:
         self.current_job = job_id
         self._safe_beat()
 
-    def _safe_beat(self) -> None:
+    def _safe_beat(self) -> bool:
         try:
             self.beat()
         except Exception as exc:
             log.warning("heartbeat failed: %s", exc)
+            return False
+        return True
 
     def start(self) -> None:
         self._safe_beat()
@@ -65,8 +69,15 @@ class Heartbeat:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._safe_beat()
+        """A beat every ``interval_s``; after a failed one, again sooner (RETRY_FIRST_S, doubling up to the
+        interval), so the service hears this worker within seconds of coming back from an outage."""
+        wait = self.interval_s
+        while not self._stop.wait(wait):
+            if self._safe_beat():
+                wait = self.interval_s
+            else:
+                retry = RETRY_FIRST_S if wait >= self.interval_s else wait * 2
+                wait = min(retry, self.interval_s)
 
     def stop(self) -> None:
         self._stop.set()

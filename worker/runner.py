@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from intelliperf.contract import JobSpec, Report
-from intelliperf.contract.worker import ClaimedJob, EventIn, JobResult
+from intelliperf.contract.worker import ClaimedJob, JobResult
 from intelliperf.project_archive import ArchiveError
+from intelliperf.repository_hosts import repository_url_refusal
 from worker.executor import EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
+from worker.job_events import EventSender
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
-from worker.service_client import ServiceClient
+from worker.scratch import job_scratch
+from worker.service_client import NotDelivered, ServiceClient
 from worker.source import SourceError, checkout, from_archive
 
 __all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify", "github_token_from_env"]
@@ -93,6 +95,7 @@ class JobRunner:
         github_api_url: str | None = None,
         github_retries: int = 3,
         github_throttle: bool = True,
+        github_hosts: Sequence[str] = ("github.com",),
     ) -> None:
         self.service = service
         self.executor = executor
@@ -106,20 +109,31 @@ class JobRunner:
         self.github_retries = github_retries
         self.github_throttle = github_throttle
         """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
+        self.github_hosts = list(github_hosts)
+        """The hosts a job's repository may be cloned from (INTELLIPERF_GITHUB_HOSTS)."""
+        self._events: EventSender | None = None
 
-    def run(self, job_id: str) -> str:
-        """Returns the job's final status, or 'skipped' when it was not this run's to do."""
-        job = self.service.claim(job_id, self.worker_name, self.heartbeat.run_id)
+    def run(self, job_id: str, delivery: str) -> str:
+        """Returns the job's final status, or 'skipped' when it was not this run's to do. ``delivery``: the
+        secret of the broker message that brought the job, which its claim names."""
+        try:
+            job = self.service.claim(job_id, self.worker_name, self.heartbeat.run_id, delivery)
+        except NotDelivered as exc:
+            log.warning(
+                "job %s: the service does not know this message's delivery: skipped (%s)", job_id, exc
+            )
+            return "skipped"
         if job is None:
             log.info("job %s is not queued (finished, cancelled or taken): skipped", job_id)
             return "skipped"
         self.heartbeat.set_job(job_id)
+        self._events = EventSender(self.service, job_id, self.heartbeat.run_id)
         try:
             return self._run_claimed(job)
         except Exception as exc:
             log.exception("job %s failed inside the worker", job_id)
             trace, error = traceback.format_exc(limit=5), f"{type(exc).__name__}: {exc}"
-            self._event(job_id, "log", trace)
+            self._event("log", trace)
             self._finish(job_id, status="failed", outcome="worker_error", error=error)
             return "failed"
         finally:
@@ -132,12 +146,10 @@ class JobRunner:
             return "failed"
         # the job's own GitHub token (sent with it) wins over the worker's
         github_token = secrets.get("github_token") or self.github_token(spec)
-        with tempfile.TemporaryDirectory(
-            prefix=f"intelliperf-job-{job.id[:8]}-", dir=self.work_dir
-        ) as scratch:
-            self._event(job.id, "stage", "fetching the project", "source")
+        with job_scratch(job.id, self.work_dir) as scratch:
+            self._event("stage", "fetching the project", "source")
             try:
-                root = self._fetch(job, spec, Path(scratch) / "src", github_token)
+                root = self._fetch(job, spec, scratch / "src", github_token)
             except (SourceError, ArchiveError, OSError) as exc:
                 self._finish(job.id, status="failed", outcome="source_error", error=str(exc))
                 return "failed"
@@ -149,11 +161,12 @@ class JobRunner:
             result = self.executor.run(
                 spec,
                 project,
-                Path(scratch) / "out",
-                on_events=lambda events: self._store(job.id, events),
+                scratch / "out",
+                on_events=self._store,
                 should_cancel=self._cancel_check(job.id),
                 time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
                 env={spec.llm.key_env: secrets["llm_key"]} if "llm_key" in secrets else None,
+                scratch=scratch,
             )
         status, outcome, error = classify(result)
         report, pr_url = result.report, None
@@ -184,7 +197,7 @@ class JobRunner:
             spec.pull_request.create_pr and spec.repository and report.get("best") and report.get("diff")
         ):
             return report, None
-        self._event(job_id, "stage", "opening the pull request", "pull_request")
+        self._event("stage", "opening the pull request", "pull_request")
         try:
             if not token:
                 raise PullRequestError("no GitHub token: set INTELLIPERF_GITHUB_TOKEN for the worker")
@@ -196,10 +209,10 @@ class JobRunner:
             if token:
                 reason = reason.replace(token, "***")
             log.warning("job %s: pull request failed: %s", job_id, reason)
-            self._event(job_id, "log", f"pull request failed: {reason}", "pull_request")
+            self._event("log", f"pull request failed: {reason}", "pull_request")
             warnings = [*(report.get("warnings") or []), f"pull request failed: {reason}"]  # type: ignore[misc]
             return {**report, "warnings": warnings}, None
-        self._event(job_id, "log", f"pull request {opened.verb}: {opened.url}", "pull_request")
+        self._event("log", f"pull request {opened.verb}: {opened.url}", "pull_request")
         return report, opened.url
 
     def _fetch(self, job: ClaimedJob, spec: JobSpec, destination: Path, token: str | None) -> Path:
@@ -207,15 +220,20 @@ class JobRunner:
             return from_archive(self.service.archive(job.id, self.heartbeat.run_id), destination)
         if spec.repository is None:
             raise SourceError("the job names no repository to clone")
+        # the service checked this at submit; a job queued before that rule, or a service configured with
+        # other hosts, must still not get git (and the token) pointed at a server of its choosing
+        refusal = repository_url_refusal(spec.repository.url, self.github_hosts)
+        if refusal is not None:
+            raise SourceError(f"the job's repository is not cloned: {refusal}")
         return checkout(spec.repository, destination, token=token)
 
-    def _event(self, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
-        event = EventIn(kind=_kind(kind), message=message, stage=stage)
-        self.service.events(job_id, self.heartbeat.run_id, [event])
+    def _event(self, kind: str, message: str, stage: str | None = None) -> None:
+        self._store([EngineEvent(kind, message, stage)])
 
-    def _store(self, job_id: str, events: list[EngineEvent]) -> None:
-        sent = [EventIn(kind=_kind(e.kind), message=e.message, stage=e.stage) for e in events]
-        self.service.events(job_id, self.heartbeat.run_id, sent)
+    def _store(self, events: list[EngineEvent]) -> None:
+        """The running job's events (``run`` made its sender)."""
+        assert self._events is not None
+        self._events.send([(_kind(e.kind), e.message, e.stage) for e in events])
 
     def _cancel_check(self, job_id: str) -> Callable[[], bool]:
         last = 0.0

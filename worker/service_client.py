@@ -14,7 +14,7 @@ import httpx
 from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventIn, EventsIn, JobResult, WorkerBeat
 from intelliperf.service_http import UNAVAILABLE, response_detail
 
-__all__ = ["JobNotHeld", "ServiceClient", "ServiceError"]
+__all__ = ["JobNotHeld", "NotDelivered", "ServiceClient", "ServiceError"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,10 @@ class ServiceError(RuntimeError):
 
 class JobNotHeld(ServiceError):
     """409: the job is not (or no longer) this run's: finished, cancelled, or taken back by the reaper."""
+
+
+class NotDelivered(ServiceError):
+    """403 to a claim: the delivery it names is not one of the job's (a forged or foreign message)."""
 
 
 class ServiceClient:
@@ -76,9 +80,10 @@ class ServiceClient:
     def heartbeat(self, name: str, beat: WorkerBeat) -> None:
         self._call("heartbeat", "PUT", f"/v1/worker/workers/{name}", json=beat.model_dump(), retry_s=0)
 
-    def claim(self, job_id: str, worker: str, run_id: str) -> ClaimedJob | None:
-        """The job, or None when it is not queued (finished, cancelled, or another run's)."""
-        body = ClaimRequest(worker=worker, run_id=run_id).model_dump()
+    def claim(self, job_id: str, worker: str, run_id: str, delivery: str) -> ClaimedJob | None:
+        """The job, or None when it is not queued (finished, cancelled, or another run's). ``delivery``: the
+        secret of the broker message that brought it; NotDelivered when the service does not know it."""
+        body = ClaimRequest(worker=worker, run_id=run_id, delivery=delivery).model_dump()
         try:
             response = self._call(
                 f"claiming job {job_id}", "POST", f"/v1/worker/jobs/{job_id}/claim", json=body
@@ -91,8 +96,10 @@ class ServiceClient:
         what = f"reading the archive of job {job_id}"
         return self._call(what, "GET", f"/v1/worker/jobs/{job_id}/archive", params={"run_id": run_id}).content
 
-    def events(self, job_id: str, run_id: str, events: list[EventIn]) -> None:
-        body = EventsIn(run_id=run_id, events=events).model_dump()
+    def events(self, job_id: str, run_id: str, batch: int, events: list[EventIn]) -> None:
+        """Batch number ``batch`` of this run's events (at most MAX_EVENTS_PER_BATCH): sent again with the
+        same number after a lost answer, it is stored once."""
+        body = EventsIn(run_id=run_id, batch=batch, events=events).model_dump()
         what = f"writing {len(events)} event(s) of job {job_id}"
         self._call(what, "POST", f"/v1/worker/jobs/{job_id}/events", json=body)
 
@@ -125,6 +132,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 def _checked(what: str, response: httpx.Response) -> httpx.Response:
     if response.status_code == 409:
         raise JobNotHeld(f"{what}: {response_detail(response)}")
+    if response.status_code == 403:
+        raise NotDelivered(f"{what}: {response_detail(response)}")
     if response.is_error:
         raise ServiceError(
             f"{what}: the service answered {response.status_code}: {response_detail(response)}"

@@ -5,6 +5,7 @@ worker API (service/api/worker_api.py) and is given each job's secrets with its 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -32,6 +33,12 @@ class WorkerSettings(QueueSettings):
         default="auto",
         description="Where the engine runs: a container (docker SDK), a local subprocess, or a "
         "container when a Docker engine answers and has the worker image",
+    )
+    jobs_dir: Path | None = Field(
+        default=None,
+        description="Where each job's scratch folder goes (default: the system's temporary folder). A "
+        "worker that runs in a container and starts job containers through the host's engine needs a "
+        "folder mounted at the same path on the host",
     )
     worker_image: str = Field(
         default="intelliperf-worker:latest", description="Image of jobs whose spec names none"

@@ -1,7 +1,12 @@
 """The worker API's messages: what a GPU node and the service say to each other (service/api/worker_api.py,
 worker/service_client.py). A worker holds no database URL and no secret key; it is given a job's spec,
 source and secrets when it claims the job, and only the run that claimed a job may write its events and
-result."""
+result.
+
+A claim names the delivery that brought the job: the secret the service put in that job's broker message
+(``ClaimRequest.delivery``). The worker token alone claims nothing, so a process that learned it still
+cannot take a job it was not delivered. Events go in numbered batches (``EventsIn.batch``), so a batch sent
+again after a lost answer is stored once."""
 
 from __future__ import annotations
 
@@ -11,7 +16,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from intelliperf.contract.job import JobSpec
 
-__all__ = ["ClaimRequest", "ClaimedJob", "EventIn", "EventsIn", "JobResult", "WorkerBeat"]
+__all__ = [
+    "MAX_EVENTS_PER_BATCH",
+    "MAX_EVENT_CHARS",
+    "ClaimRequest",
+    "ClaimedJob",
+    "EventIn",
+    "EventsIn",
+    "JobResult",
+    "WorkerBeat",
+]
+
+MAX_EVENTS_PER_BATCH = 1000
+MAX_EVENT_CHARS = 16_384
+"""A longer log line is cut to this length by the worker (with a note of what was cut); the API refuses
+longer ones, so one runaway line cannot make a batch too large to store."""
 
 
 class _Message(BaseModel):
@@ -32,6 +51,12 @@ class WorkerBeat(_Message):
 class ClaimRequest(_Message):
     worker: str = Field(min_length=1, max_length=200)
     run_id: str = Field(min_length=1, max_length=64)
+    delivery: str = Field(
+        min_length=16,
+        max_length=128,
+        description="The secret of the broker message that brought the job (one per dispatch); never logged",
+        repr=False,
+    )
 
 
 class ClaimedJob(_Message):
@@ -49,13 +74,18 @@ class ClaimedJob(_Message):
 
 class EventIn(_Message):
     kind: Literal["stage", "log"]
-    message: str
-    stage: str | None = None
+    message: str = Field(max_length=MAX_EVENT_CHARS)
+    stage: str | None = Field(default=None, max_length=64)
 
 
 class EventsIn(_Message):
     run_id: str = Field(min_length=1, max_length=64)
-    events: list[EventIn] = Field(min_length=1, max_length=1000)
+    batch: int = Field(
+        ge=0,
+        lt=2**31,
+        description="This run's sequence number of the batch: a batch sent again is stored once",
+    )
+    events: list[EventIn] = Field(min_length=1, max_length=MAX_EVENTS_PER_BATCH)
 
 
 class JobResult(_Message):

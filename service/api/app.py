@@ -18,7 +18,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from intelliperf import __version__
 from intelliperf.contract import JobSpec
 from intelliperf.jobqueue import make_celery
+from intelliperf.project_archive import ArchiveLimits
 from service.api import jobs, ops, worker_api
+from service.api.archive_checks import ArchiveChecks
 from service.api.deps import validation_error_after_auth
 from service.api.limits import BodySizeLimit, BodyTooLarge
 from service.db.migrate import upgrade
@@ -50,6 +52,17 @@ def create_app(
         upgrade(settings.resolved_database_url)
     celery = make_celery(settings)
     dispatcher = Dispatcher(db, celery, settings)
+    archive_checks = ArchiveChecks(
+        ArchiveLimits(
+            max_upload_bytes=settings.max_upload_bytes,
+            max_bytes=settings.max_archive_bytes,
+            max_members=settings.max_archive_members,
+        ),
+        workers=settings.archive_check_workers,
+        max_waiting=settings.archive_check_max_waiting,
+        per_token=settings.archive_checks_per_token,
+        per_token_per_minute=settings.archive_checks_per_token_per_minute,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +74,7 @@ def create_app(
             yield
         finally:
             dispatcher.stop()
+            archive_checks.shutdown()
             db.dispose()
 
     app = FastAPI(
@@ -74,6 +88,7 @@ def create_app(
     registry.register(ops.JobMetrics(db, settings.worker_stale_s))
     app.state.settings, app.state.db, app.state.celery = settings, db, celery
     app.state.dispatcher, app.state.metrics_registry = dispatcher, registry
+    app.state.archive_checks = archive_checks
     app.state.fleet = FleetCache(
         settings.worker_stale_s, ttl_s=settings.fleet_cache_s, worker_forget_s=settings.worker_forget_s
     )
@@ -85,6 +100,7 @@ def create_app(
     @app.exception_handler(InterfaceError)
     async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
         """The database is down, restarting or refusing connections: a client should retry, not give up."""
+        dispatcher.database_unavailable()
         log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return JSONResponse(
             {"detail": "the service's database is unavailable; retry shortly"},

@@ -13,7 +13,9 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from intelliperf.contract import JobSpec
-from intelliperf.project_archive import ArchiveError, ArchiveLimits, check_project
+from intelliperf.project_archive import ArchiveError
+from intelliperf.repository_hosts import repository_url_refusal
+from service.api.archive_checks import ArchiveChecks, CheckerDied, CheckRefused
 from service.api.deps import (
     BearerSecret,
     CurrentPrincipal,
@@ -44,6 +46,8 @@ router = APIRouter(
 )
 
 MAX_SPEC_BYTES = 1 * 2**20
+ARCHIVE_RETRY_AFTER_S = 5
+UPLOAD_SPEC_LOC = ("body", "spec")
 UPLOAD_FIELDS = ("spec", "archive")
 JOB_ID = re.compile(r"[0-9a-f]{32}")
 # text the databases can store (PostgreSQL refuses NUL) in a query filter
@@ -60,10 +64,12 @@ _UPLOAD_SCHEMA = {
 }
 
 
-def _invalid(field: str, message: str, kind: str = "value_error") -> HTTPException:
+def _invalid(
+    field: str, message: str, kind: str = "value_error", where: tuple[str, ...] = ("body",)
+) -> HTTPException:
     return HTTPException(
         status.HTTP_422_UNPROCESSABLE_CONTENT,
-        [{"loc": ["body", *field.split(".")], "msg": message, "type": kind}],
+        [{"loc": [*where, *field.split(".")], "msg": message, "type": kind}],
     )
 
 
@@ -110,60 +116,87 @@ async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[Job
             )
     finally:
         await form.close()
-    await run_in_threadpool(_check_archive, data, settings)
     return spec, data
 
 
-def _check_archive(data: bytes, settings: ServiceSettings) -> None:
-    """Every safety rule of the worker's extraction, checked now without unpacking (off the event loop), so a
-    hostile archive is refused at submit and the service's disk never holds an upload's content."""
-    limits = ArchiveLimits(
-        max_upload_bytes=settings.max_upload_bytes,
-        max_bytes=settings.max_archive_bytes,
-        max_members=settings.max_archive_members,
-    )
+async def _check_archive(request: Request, data: bytes, principal: Principal) -> None:
+    """Every safety rule of the worker's extraction, checked now without unpacking, in a process of the
+    archive checks' pool (service.api.archive_checks), so a hostile archive is refused at submit, the
+    service's disk never holds an upload's content, and a gzip bomb does not starve other requests."""
+    checks: ArchiveChecks = request.app.state.archive_checks
     try:
-        check_project(data, limits)
+        await checks.check(data, principal.token_id, principal.name)
     except ArchiveError as exc:
         raise _invalid("archive", str(exc)) from None
+    except CheckRefused as exc:
+        raise HTTPException(exc.status_code, str(exc), {"Retry-After": str(exc.retry_after_s)}) from None
+    except CheckerDied as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), {"Retry-After": str(ARCHIVE_RETRY_AFTER_S)}
+        ) from None
 
 
-def _record(
+def _admissible(
     session: Session,
     request: Request,
     spec: JobSpec,
-    archive: bytes | None,
     principal: Principal,
-    priority: int,
-    idempotency_key: str | None,
-    secrets: dict[str, str],
-) -> tuple[JobDetail, bool]:
-    repository = repository_name(spec.repository.url) if spec.repository else None
-    if spec.repository is not None and repository is None:
-        raise _invalid(
-            "repository.url",
-            "cannot tell owner/name from this URL (https://host/owner/name.git or git@host:owner/name.git, "
-            "names of letters, digits, '.', '-' and '_', 200 characters at most)",
-        )
+    with_archive: bool,
+    where: tuple[str, ...],
+) -> str | None:
+    """Every check of a submission that needs no archive, in the order a client meets its refusals (spec,
+    then the token's scope, then the fleet): an upload passes them before its archive is decompressed, so a
+    caller who would be refused costs no check. Returns the job's repository (owner/name); ``where`` is
+    where the spec is in the request, for the refusals' ``loc``."""
+    repository = None
+    if spec.repository is not None:
+        refusal = repository_url_refusal(spec.repository.url, get_settings(request).github_hosts)
+        if refusal:
+            raise _invalid("repository.url", refusal, where=where)
+        repository = repository_name(spec.repository.url)
+        if repository is None:
+            raise _invalid(
+                "repository.url",
+                "cannot tell owner/name from this URL (https://host/owner/name.git, names of letters, "
+                "digits, '.', '-' and '_', 200 characters at most)",
+                where=where,
+            )
     if len(spec.gpu.queue) > _column_length("queue"):
-        raise _invalid("gpu.arch", f"the GPU queue {spec.gpu.queue[:80]!r}… is too long")
+        raise _invalid("gpu.arch", f"the GPU queue {spec.gpu.queue[:80]!r}… is too long", where=where)
     if len(spec.applications) > 1:
         raise _invalid(
             "applications",
             f"a job runs one application; this spec has {len(spec.applications)}: submit one job per "
             "application, each with its overrides applied (the IntelliPerf Action does this)",
+            where=where,
         )
-    if spec.repository is None and archive is None:
+    if spec.repository is None and not with_archive:
         raise _invalid(
             "repository",
             "a job needs a source: spec.repository (cloned by the worker) or an uploaded archive",
+            where=where,
         )
     refusal = check_scope(principal, repository)
     if refusal:
         raise HTTPException(status.HTTP_403_FORBIDDEN, refusal)
     unserved = request.app.state.fleet.refusal(session, spec.gpu.queue, spec.gpu.min_memory_gib)
     if unserved:
-        raise _invalid("gpu", unserved)
+        raise _invalid("gpu", unserved, where=where)
+    return repository
+
+
+def _record(
+    session: Session,
+    request: Request,
+    spec: JobSpec,
+    repository: str | None,
+    archive: bytes | None,
+    principal: Principal,
+    priority: int,
+    idempotency_key: str | None,
+    secrets: dict[str, str],
+) -> tuple[JobDetail, bool]:
+    """Record a job that passed ``_admissible`` (and, with an archive, its check)."""
     try:
         job, created = submit(
             session,
@@ -181,9 +214,15 @@ def _record(
     return JobDetail.of(job, spec if created else None), created
 
 
+def _admissible_upload(request: Request, spec: JobSpec, principal: Principal) -> str | None:
+    with get_db(request).session() as session:
+        return _admissible(session, request, spec, principal, True, UPLOAD_SPEC_LOC)
+
+
 def _record_upload(
     request: Request,
     spec: JobSpec,
+    repository: str | None,
     archive: bytes,
     principal: Principal,
     priority: int,
@@ -191,7 +230,9 @@ def _record_upload(
     secrets: dict[str, str],
 ) -> tuple[JobDetail, bool]:
     with get_db(request).session() as session:
-        return _record(session, request, spec, archive, principal, priority, idempotency_key, secrets)
+        return _record(
+            session, request, spec, repository, archive, principal, priority, idempotency_key, secrets
+        )
 
 
 def _record_json(
@@ -209,7 +250,10 @@ def _record_json(
         if refusal is not None:
             raise refusal
         assert spec is not None
-        return _record(session, request, spec, None, principal, priority, idempotency_key, secrets)
+        repository = _admissible(session, request, spec, principal, False, ("body",))
+        return _record(
+            session, request, spec, repository, None, principal, priority, idempotency_key, secrets
+        )
 
 
 async def _read_spec_body(request: Request) -> bytes:
@@ -258,6 +302,8 @@ def _secrets(settings: ServiceSettings, github_token: str | None, llm_key: str |
         400: {"description": "A multipart body that cannot be parsed"},
         413: {"description": "The body or archive is too large"},
         415: {"description": "Neither JSON nor multipart"},
+        429: {"description": "The token has too many archive checks in progress, or started this minute"},
+        503: {"description": "Too many archives wait to be checked, or their check's process died"},
     },
     openapi_extra={
         "requestBody": {
@@ -301,7 +347,8 @@ async def submit_job(
             _record_json, request, secret, refusal, spec, priority, idempotency_key, secrets
         )
     else:
-        # an upload is read, and its archive extracted, only for a caller whose token is known
+        # an upload is read only for a caller whose token is known, and its archive checked (decompressed)
+        # only once everything else about the submission has passed
         principal = await run_in_threadpool(principal_or_401, request, secret)
         secrets = _secrets(settings, x_intelliperf_github_token, x_intelliperf_llm_key)
         if content_type != "multipart/form-data":
@@ -310,8 +357,18 @@ async def submit_job(
                 "send the job spec as application/json, or multipart/form-data with 'spec' and 'archive'",
             )
         upload, archive = await _read_upload(request, settings)
+        repository = await run_in_threadpool(_admissible_upload, request, upload, principal)
+        await _check_archive(request, archive, principal)
         detail, created = await run_in_threadpool(
-            _record_upload, request, upload, archive, principal, priority, idempotency_key, secrets
+            _record_upload,
+            request,
+            upload,
+            repository,
+            archive,
+            principal,
+            priority,
+            idempotency_key,
+            secrets,
         )
     if created:
         request.app.state.dispatcher.notify(detail.id)

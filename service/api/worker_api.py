@@ -3,11 +3,13 @@
 A worker holds only the broker's URL, the service's URL and the worker token (as Airflow 3's workers
 moved off the database onto a task-execution API): it claims a job here and is given its spec, source
 and secrets once; it fetches the job's archive, writes its events and its result, and asks whether it
-was cancelled. Only the run that claimed a job (its ``run_id``, one per worker process start) may do
-those; any other gets 409, so a worker restarted under the same name never writes into the job its dead
-predecessor held. A claim repeated by the run that holds it returns the job again, so a claim whose
-answer was lost is not a lost job. While the database is down every call answers 503 with Retry-After
-(service.api.app), and the worker retries.
+was cancelled. A claim must name the delivery that brought the job (the secret in its broker message,
+service.deliveries): the worker token alone claims nothing (403). Only the run that claimed a job (its
+``run_id``, one per worker process start) may do the rest; any other gets 409, so a worker restarted under
+the same name, or a run the reaper took the job from, never writes into it. A claim repeated by the run
+that holds it returns the job again, so a claim whose answer was lost is not a lost job; an events batch
+sent again (its number already stored) is stored once. While the database is down every call answers 503
+with Retry-After (service.api.app), and the worker retries.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from intelliperf.contract import JobSpec
 from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventsIn, JobResult, WorkerBeat
 from service.api.deps import get_db, get_settings
 from service.db.models import FINISHED, Job, JobArchive, Worker, utcnow
-from service.jobs import add_event, claim, finish
+from service.deliveries import is_delivered
+from service.jobs import add_event_batch, claim, finish
 from service.secrets import SecretBox, SecretError, load_secrets
 
 __all__ = ["router"]
@@ -36,6 +39,7 @@ router = APIRouter(
     responses={
         400: {"description": "A body that is not JSON"},
         401: {"description": "No worker token, or not the worker token"},
+        403: {"description": "A claim that names no delivery of the job"},
         404: {"description": "No such job (job routes)"},
         409: {"description": "The job is not queued (claim) or not held by this run (the other job routes)"},
     },
@@ -62,12 +66,14 @@ def _worker_token(
 WorkerToken = Annotated[None, Depends(_worker_token)]
 
 
-def _held(session: Session, job_id: str, run_id: str) -> Job:
-    """The job, if ``run_id`` holds it (running, or finished by that run); else 404 or 409."""
+def _held(session: Session, job_id: str, run_id: str, *, finished_too: bool = False) -> Job:
+    """The job, if ``run_id`` holds it: running, or (``finished_too``) finished by that run; else 404 or
+    409. The reaper clears the run of a job it takes back or fails, so a lost run's writes are refused."""
     job = session.get(Job, job_id)
     if job is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id}")
-    if job.worker_run != run_id or job.status not in ("running", *FINISHED):
+    states = ("running", *FINISHED) if finished_too else ("running",)
+    if job.worker_run != run_id or job.status not in states:
         raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} is not held by run {run_id}")
     return job
 
@@ -100,12 +106,21 @@ def host_workers(hostname: str, request: Request, _: WorkerToken) -> list[dict[s
 @router.post(
     "/jobs/{job_id}/claim",
     response_model=ClaimedJob,
-    responses={409: {"description": "Not queued: finished, cancelled or held by another run"}},
+    responses={
+        403: {"description": "The claim names no delivery of this job"},
+        409: {"description": "Not queued: finished, cancelled or held by another run"},
+    },
     summary="Take a queued job: its spec, source and secrets",
 )
 def claim_job(job_id: str, body: ClaimRequest, request: Request, _: WorkerToken) -> ClaimedJob:
     settings = get_settings(request)
     with get_db(request).session() as session:
+        if not is_delivered(session, job_id, body.delivery):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"this claim names no delivery of job {job_id}: a job is claimed with the secret of the "
+                "broker message that brought it, not with the worker token alone",
+            )
         job = claim(session, job_id, body.worker, body.run_id)
         if job is None:
             held = session.get(Job, job_id)
@@ -142,12 +157,16 @@ def archive(job_id: str, run_id: str, request: Request, _: WorkerToken) -> Respo
         return Response(stored.data, media_type="application/gzip")
 
 
-@router.post("/jobs/{job_id}/events", status_code=status.HTTP_204_NO_CONTENT, summary="A job's events")
+@router.post(
+    "/jobs/{job_id}/events",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="A batch of a running job's events (a batch number stored before is not stored again)",
+)
 def events(job_id: str, body: EventsIn, request: Request, _: WorkerToken) -> Response:
     with get_db(request).session() as session:
         _held(session, job_id, body.run_id)
-        for event in body.events:
-            add_event(session, job_id, event.kind, event.message, event.stage)
+        rows = [(event.kind, event.message, event.stage) for event in body.events]
+        add_event_batch(session, job_id, body.run_id, body.batch, rows)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -165,7 +184,7 @@ def cancel_requested(job_id: str, run_id: str, request: Request, _: WorkerToken)
 )
 def result(job_id: str, body: JobResult, request: Request, _: WorkerToken) -> Response:
     with get_db(request).session() as session:
-        job = _held(session, job_id, body.run_id)
+        job = _held(session, job_id, body.run_id, finished_too=True)
         if job.status == "running":  # a result sent again after a lost answer changes nothing
             fields = body.model_dump(exclude={"run_id", "status"})
             finish(session, job_id, status=body.status, **fields)

@@ -28,7 +28,9 @@ __all__ = [
     "Base",
     "Job",
     "JobArchive",
+    "JobDelivery",
     "JobEvent",
+    "JobEventBatch",
     "JobSecret",
     "Worker",
     "utcnow",
@@ -115,6 +117,29 @@ class JobSecret(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class JobDelivery(Base):
+    """One broker message that carries a job: the SHA-256 of the secret in that message. A worker's claim
+    must name one of its job's deliveries, so the worker token alone claims nothing. Written before the
+    message is sent; deleted when the job finishes."""
+
+    __tablename__ = "job_deliveries"
+
+    secret_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class JobEventBatch(Base):
+    """A batch of events a worker run has stored, by its sequence number: the same batch sent again (its
+    first answer lost) is recognised and not stored twice."""
+
+    __tablename__ = "job_event_batches"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    batch: Mapped[int] = mapped_column(Integer, primary_key=True)
 
 
 class JobEvent(Base):

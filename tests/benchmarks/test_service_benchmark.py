@@ -91,6 +91,12 @@ def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result.keys() >= KEYS
     assert result["clients"] == 5 and result["server_workers"] == 1
+    # what it really used, not a default written in: the port it served on, the database it made
+    port = result["api_url"].rsplit(":", 1)[1]
+    assert f"--port {port} " in result["server"] and port.isdigit()
+    assert "127.0.0.1:5432, fresh database intelliperf_bench_" in result["database"]
+    assert result["broker"].endswith("(127.0.0.1:6379, db 13)")
+    assert result["machine"].startswith(socket.gethostname())
     assert result["fleet_workers"] == 12 and result["fleet_jobs"] == 4
     assert result["fleet_events_written"] >= 80 and result["fleet_events_delivered_to_readers"] > 0
     assert (result["fleet_events_lost"], result["fleet_events_duplicated"], result["fleet_errors"]) == (

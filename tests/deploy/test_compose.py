@@ -113,3 +113,15 @@ def test_compose_volumes_are_declared(compose: dict[str, Any]) -> None:
         for volume in service.get("volumes", []):
             source = volume.split(":", 1)[0]
             assert source in declared or source.startswith(("/", ".")), volume
+
+
+def test_jobs_run_in_containers_of_their_own_on_the_gpu_node(compose: dict[str, Any]) -> None:
+    """A job is untrusted code: the compose default is the container executor, whose job containers (started
+    through the host's engine) find their folders because the jobs folder has the same path on both sides."""
+    worker = compose["services"]["worker"]
+    env = worker["environment"]
+    assert env["INTELLIPERF_EXECUTOR"] == "container"
+    assert env["INTELLIPERF_WORKER_IMAGE"] == worker["image"]
+    jobs = env["INTELLIPERF_JOBS_DIR"]
+    assert f"{jobs}:{jobs}" in worker["volumes"]
+    assert "/var/run/docker.sock:/var/run/docker.sock" in worker["volumes"]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 import tarfile
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from intelliperf import project_archive
 from intelliperf.project_archive import ArchiveError, ArchiveLimits, check_project, extract_project
 
 
@@ -159,3 +162,24 @@ class _Zeros(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["python-filters", "older-python"])
+def test_extracted_files_carry_no_special_mode_and_belong_to_the_extracting_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filters: bool
+) -> None:
+    """Python before 3.11.4 (Debian 12's 3.11.2) has no extraction filters: the same result without them."""
+    monkeypatch.setattr(project_archive, "HAS_EXTRACTION_FILTERS", filters)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, mode in (("setuid-tool", 0o6777), ("data.txt", 0o666), ("script.sh", 0o775)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid, info.uname = 1, mode, 4321, 4321, "somebody"
+            archive.addfile(info, io.BytesIO(b"x"))
+        folder = tarfile.TarInfo("shared")
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
+        archive.addfile(folder)
+    root = extract_project(buffer.getvalue(), tmp_path / "project")
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in root.iterdir()}
+    assert modes == {"setuid-tool": 0o755, "data.txt": 0o644, "script.sh": 0o755, "shared": 0o755}
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in root.iterdir()} == {(os.getuid(), os.getgid())}

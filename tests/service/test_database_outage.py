@@ -29,6 +29,7 @@ from service.db.models import Job
 from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN, WORKER_TOKEN, celery_worker, free_port, serve, wait_for
+from tests.service.test_worker_api import deliver
 from tests.service.test_worker_flow import REPLAY_SPEC, finished, submit
 from worker.service_client import ServiceClient as WorkerApi
 
@@ -212,6 +213,7 @@ def test_a_claim_and_an_archive_read_that_meet_the_outage_wait_for_the_database(
     with serve(settings, dispatch=False) as live:
         with live.client() as client:
             job_id = submit(client)
+        delivery = deliver(settings, job_id)
         api = WorkerApi(live.url, WORKER_TOKEN, retry_s=60)
         try:
             waited = []
@@ -221,7 +223,7 @@ def test_a_claim_and_an_archive_read_that_meet_the_outage_wait_for_the_database(
                 restart.start()
                 started = time.monotonic()
                 if step == "claim":
-                    job = api.claim(job_id, "w-claim", "run-1")
+                    job = api.claim(job_id, "w-claim", "run-1", delivery)
                 else:
                     archive = api.archive(job_id, "run-1")
                 waited.append(time.monotonic() - started)
@@ -229,8 +231,8 @@ def test_a_claim_and_an_archive_read_that_meet_the_outage_wait_for_the_database(
             assert job is not None and job.id == job_id and job.source == "archive"
             assert archive[:2] == b"\x1f\x8b"  # the gzip the job was submitted with
             assert min(waited) >= 2.5, waited
-            assert api.claim(job_id, "w-other", "run-2") is None  # taken
-            again = api.claim(job_id, "w-claim", "run-1")  # the same run again, as after a lost answer
+            assert api.claim(job_id, "w-other", "run-2", delivery) is None  # taken
+            again = api.claim(job_id, "w-claim", "run-1", delivery)  # the same run again, its answer lost
             assert again is not None and again.id == job_id
         finally:
             api.close()

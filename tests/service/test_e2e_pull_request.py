@@ -44,17 +44,21 @@ def project_with_recording() -> bytes:
 def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
     settings_for: Callable[..., ServiceSettings], database_url: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(database_url, secret_key=SECRET_KEY)
     source, original, fixed = fixed_source("transpose_bank")
+    github = FakeGitHub(token=GITHUB_TOKEN)
+    # the project comes as an archive: the repository's URL names the pull request's owner/name, on a host
+    # the service and the worker are configured for (only https URLs of such hosts are accepted)
+    host = github.root.removeprefix("http://")
+    settings = settings_for(database_url, secret_key=SECRET_KEY, github_hosts=[host])
     with (
-        FakeGitHub(token=GITHUB_TOKEN) as github,
+        github,
         ScriptedLLM([known_fix("transpose_bank")], key=LLM_KEY) as llm,
         serve(settings) as live,
     ):
         repo = github.add_repository("acme/kernels", {source: original, "Makefile": "all:\n"})
         base = repo.refs["refs/heads/main"]
         spec = {
-            "repository": {"url": f"{github.root}/acme/kernels.git", "commit": base},
+            "repository": {"url": f"https://{host}/acme/kernels.git", "commit": base},
             "applications": [{"command": "./bin/transpose 20"}],
             "build_command": "make bin/transpose",
             "formula": "bankConflict",
@@ -63,7 +67,10 @@ def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
             "llm": {"model": "scripted", "api_base": llm.api_base, "max_retries": 0},
             "pull_request": {"create_pr": True, "labels": ["intelliperf", "performance"]},
         }
-        worker_env = {"INTELLIPERF_GITHUB_API_URL": github.api_url}  # no key: the service keeps it
+        worker_env = {  # no key: the service keeps it
+            "INTELLIPERF_GITHUB_API_URL": github.api_url,
+            "INTELLIPERF_GITHUB_HOSTS": host,
+        }
         log = tmp_path / "worker.log"
         with celery_worker(settings, "w-e2e", log, extra_env=worker_env), live.client() as client:
             response = client.post(

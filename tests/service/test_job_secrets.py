@@ -1,5 +1,6 @@
-"""Secrets sent with a job (the LLM key, the GitHub token): encrypted at rest, given only to the engine,
-never shown by the API, deleted when the job finishes."""
+"""Secrets sent with a job (the LLM key, the GitHub token): encrypted at rest, given to the engine only
+where the job needs them (the LLM key to a job that optimizes: tests/worker/test_job_isolation.py), never
+shown by the API, deleted when the job finishes."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ from tests.service.conftest import LiveService, celery_worker, recorded_example_
 
 LLM_KEY = "sk-test-0123456789abcdef-very-secret"
 GITHUB_TOKEN = "ghp_testtoken_0123456789abcdefghijkl"
-# the build fails unless the engine's environment holds the job's LLM key (compared by its hash, so the
-# spec does not carry it)
+# a diagnosis calls no LLM: its build fails if the engine's environment holds the job's LLM key or
+# GitHub token anywhere (searched by their hashes, so the spec does not carry them)
 CHECKS_KEY = {
     "applications": [{"command": "./bin/transpose"}],
     "formula": "diagnoseOnly",
     "replay": "profile",
-    "build_command": 'test "$(printf %s "$LLM_GATEWAY_KEY" | sha256sum | cut -c1-64)" = '
-    + hashlib.sha256(LLM_KEY.encode()).hexdigest(),
+    "build_command": "! env -0 | tr '\\0' '\\n' | cut -d= -f2- | while read -r v; do "
+    'printf %s "$v" | sha256sum | cut -c1-64; done | grep -q -e '
+    + hashlib.sha256(LLM_KEY.encode()).hexdigest()
+    + " -e "
+    + hashlib.sha256(GITHUB_TOKEN.encode()).hexdigest(),
 }
 SECRETS = {"X-IntelliPerf-LLM-Key": LLM_KEY, "X-IntelliPerf-GitHub-Token": GITHUB_TOKEN}
 
@@ -80,7 +84,7 @@ def test_secrets_reach_the_engine_only_and_are_deleted_when_the_job_ends(
                 client.get(f"/v1/jobs/{job_id}/events", params={"follow": "false"}).text,
                 client.get(f"/v1/jobs/{job_id}/report").text,
             ]
-    assert state["status"] == "succeeded", state  # type: ignore[index]  # the build saw the key
+    assert state["status"] == "succeeded", state  # type: ignore[index]  # the build saw no secret
     with database.session() as session:
         assert session.scalars(select(JobSecret)).all() == []
         messages = " ".join(e.message for e in session.scalars(select(JobEvent)))

@@ -48,3 +48,16 @@ def test_silence_past_the_stale_limit_loses_it() -> None:
     reason = lost_run(job(), worker("run-a", "j1", 30), late_cutoff, GRACE)
     assert reason is not None and "stopped sending heartbeats" in reason
     assert lost_run(job(), None, CUTOFF, GRACE) is None  # claimed within the stale limit
+
+
+def test_silence_while_the_service_could_not_hear_is_not_counted() -> None:
+    """The service (re)started, or its database came back, at ``heard_since``: a worker silent since before
+    then gets a whole stale period from that moment before its run counts as lost."""
+    late_cutoff = CLAIMED + timedelta(seconds=120)  # the last beat (at 30 s) is stale
+    silent = worker("run-a", "j1", 30)
+    assert lost_run(job(), silent, late_cutoff, GRACE, heard_since=late_cutoff) is None
+    assert lost_run(job(), silent, late_cutoff, GRACE, heard_since=late_cutoff + timedelta(seconds=1)) is None
+    lost = lost_run(job(), silent, late_cutoff, GRACE, heard_since=late_cutoff - timedelta(microseconds=1))
+    assert lost is not None and "stopped sending heartbeats" in lost
+    restarted = lost_run(job(), worker("run-b", None, 1), late_cutoff, GRACE, heard_since=late_cutoff)
+    assert restarted is not None and "restarted" in restarted  # evidence, not silence: still judged

@@ -102,16 +102,20 @@ def test_container_options_attach_the_spec_vendor_gpu(tmp_path: Path) -> None:
     )
 
 
-def test_the_llm_key_goes_only_to_jobs_that_may_call_the_llm() -> None:
-    environ = {"LLM_GATEWAY_KEY": "sk-secret", "OPENAI_API_KEY": "sk-openai", "INTELLIPERF_ADMIN_TOKEN": "t"}
+def test_only_the_job_s_own_llm_key_goes_and_only_to_jobs_that_may_call_the_llm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {"LLM_GATEWAY_KEY": "sk-worker", "OPENAI_API_KEY": "sk-openai"}.items():
+        monkeypatch.setenv(name, value)  # the worker's own keys: never a job's
+    job_env = {"LLM_GATEWAY_KEY": "sk-job-own", "OTHER": "x"}
     optimize = JobSpec.model_validate({"applications": [{"command": "./a"}], "build_command": "make"})
-    assert engine_environment(optimize, environ) == {
+    assert engine_environment(optimize, job_env) == {
         "PYTHONUNBUFFERED": "1",
         "HOME": "/tmp",
-        "LLM_GATEWAY_KEY": "sk-secret",
-        "OPENAI_API_KEY": "sk-openai",
+        "LLM_GATEWAY_KEY": "sk-job-own",
     }
-    assert engine_environment(JobSpec.model_validate(REPLAY_SPEC), environ) == {
+    assert engine_environment(optimize) == {"PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+    assert engine_environment(JobSpec.model_validate(REPLAY_SPEC), job_env) == {
         "PYTHONUNBUFFERED": "1",
         "HOME": "/tmp",
     }

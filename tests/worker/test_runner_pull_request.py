@@ -19,6 +19,7 @@ from service.auth import ADMIN
 from service.db.migrate import upgrade
 from service.db.models import Job, JobEvent
 from service.db.session import Database
+from service.deliveries import new_deliveries
 from service.jobs import submit
 from service.settings import ServiceSettings
 from tests.service.conftest import WORKER_TOKEN, project_archive, serve
@@ -49,6 +50,7 @@ class RecordedEngine:
         should_cancel: Callable[[], bool],
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
+        scratch: Path | None = None,
     ) -> ExecutionResult:
         on_events([EngineEvent("stage", "optimizing", "optimize")])
         return ExecutionResult(0, False, False, None, self.report, "# summary", "")
@@ -88,7 +90,8 @@ def github() -> Iterator[FakeGitHub]:
         yield gh
 
 
-def queue_job(db: Database, github: FakeGitHub, create_pr: bool = True) -> str:
+def queue_job(db: Database, github: FakeGitHub, create_pr: bool = True) -> tuple[str, str]:
+    """A queued job and a delivery of it (as the dispatcher makes for its broker message)."""
     commit = github.repositories["acme/kernels"].refs["refs/heads/main"]
     spec = JobSpec.model_validate(
         {
@@ -101,7 +104,7 @@ def queue_job(db: Database, github: FakeGitHub, create_pr: bool = True) -> str:
     archive = project_archive({"examples/transpose_bank/transpose.cu": "// the uploaded project\n"})
     with db.session() as session:
         job, _ = submit(session, spec, principal=ADMIN, repository="acme/kernels", archive=archive)
-        return job.id
+        return job.id, new_deliveries(session, [job.id])[job.id]
 
 
 def runner(api: ServiceClient, github: FakeGitHub, token: str | None = TOKEN) -> JobRunner:
@@ -131,8 +134,8 @@ def outcome(db: Database, job_id: str) -> tuple[Job, list[str]]:
 def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(
     db: Database, api: ServiceClient, github: FakeGitHub
 ) -> None:
-    job_id = queue_job(db, github)
-    assert runner(api, github).run(job_id) == "succeeded"
+    job_id, delivery = queue_job(db, github)
+    assert runner(api, github).run(job_id, delivery) == "succeeded"
     job, events = outcome(db, job_id)
     [pull] = github.pulls("acme/kernels")
     assert job.pr_url == pull["html_url"] == f"{github.root}/acme/kernels/pull/1"
@@ -142,8 +145,8 @@ def test_a_succeeded_job_opens_its_pull_request_and_records_the_url(
     assert job.report is not None and not job.report["warnings"]
     assert job.speedup == pytest.approx(1.6838, abs=1e-4)
 
-    second = queue_job(db, github)
-    runner(api, github).run(second)
+    second, delivery = queue_job(db, github)
+    runner(api, github).run(second, delivery)
     job2, events2 = outcome(db, second)
     assert job2.pr_url == job.pr_url and len(github.pulls("acme/kernels")) == 1
     assert f"pull request updated: {job.pr_url}" in events2
@@ -154,8 +157,8 @@ def test_a_failed_pull_request_keeps_the_result_with_a_warning(
     db: Database, api: ServiceClient, github: FakeGitHub, token: str | None
 ) -> None:
     github.fail(422, "POST", r"/pulls$", "Validation Failed")
-    job_id = queue_job(db, github)
-    assert runner(api, github, token).run(job_id) == "succeeded"
+    job_id, delivery = queue_job(db, github)
+    assert runner(api, github, token).run(job_id, delivery) == "succeeded"
     job, events = outcome(db, job_id)
     assert (job.status, job.outcome, job.pr_url, job.error) == ("succeeded", "success", None, None)
     assert job.report is not None and job.report["best"] is not None and job.diff
@@ -168,8 +171,8 @@ def test_a_failed_pull_request_keeps_the_result_with_a_warning(
 
 
 def test_no_pull_request_unless_asked(db: Database, api: ServiceClient, github: FakeGitHub) -> None:
-    job_id = queue_job(db, github, create_pr=False)
-    assert runner(api, github).run(job_id) == "succeeded"
+    job_id, delivery = queue_job(db, github, create_pr=False)
+    assert runner(api, github).run(job_id, delivery) == "succeeded"
     job, events = outcome(db, job_id)
     assert job.pr_url is None and not github.requests
     assert not any("pull request" in e for e in events)
