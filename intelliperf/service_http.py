@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import httpx
 
-__all__ = ["UNAVAILABLE", "response_detail"]
+__all__ = ["MAX_RETRY_AFTER_S", "UNAVAILABLE", "response_detail", "retry_after_s"]
 
 UNAVAILABLE = (502, 503, 504)
 """The service, its proxy or its database is away for the moment: the same request may be tried again."""
+MAX_RETRY_AFTER_S = 30.0
+"""The longest wait a service's Retry-After is taken at, whatever it names."""
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """The response's Retry-After in seconds (delta-seconds form), kept within 0.1 s and MAX_RETRY_AFTER_S;
+    None when it names none."""
+    value = response.headers.get("Retry-After")
+    try:
+        return min(max(float(value), 0.1), MAX_RETRY_AFTER_S) if value else None
+    except ValueError:
+        return None
 
 
 def response_detail(response: httpx.Response) -> str:

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, func, insert, literal, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -86,13 +88,14 @@ def add_event_batch(
     session: Session, job_id: str, run_id: str, batch: int, events: list[tuple[str, str, str | None]]
 ) -> bool:
     """Store a worker run's numbered batch of (kind, message, stage) events; False when this batch was
-    stored before (sent again after its answer was lost), and then nothing is written."""
-    try:
-        with session.begin_nested():
-            session.execute(
-                insert(JobEventBatch.__table__), {"job_id": job_id, "run_id": run_id, "batch": batch}
-            )
-    except IntegrityError:
+    stored before (sent again after its answer was lost), and then nothing is written. The batch's number
+    goes in with ON CONFLICT DO NOTHING RETURNING (PostgreSQL and SQLite alike): one statement, no
+    savepoint."""
+    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    table = JobEventBatch.__table__
+    key = {"job_id": job_id, "run_id": run_id, "batch": batch}
+    new = dialect_insert(table).values(key).on_conflict_do_nothing().returning(table.c.batch)
+    if session.execute(new).first() is None:
         return False
     if events:
         now = utcnow()

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventIn, EventsIn, JobResult, WorkerBeat
-from intelliperf.service_http import UNAVAILABLE, response_detail
+from intelliperf.service_http import UNAVAILABLE, response_detail, retry_after_s
 
 __all__ = ["JobNotHeld", "NotDelivered", "ServiceClient", "ServiceError"]
 
@@ -70,7 +70,7 @@ class ServiceClient:
                 if response.status_code not in UNAVAILABLE:
                     return _checked(what, response)
                 reason = f"{response.status_code} {response_detail(response)}"
-                pause = _retry_after(response) or wait
+                pause = retry_after_s(response) or wait
             if time.monotonic() + pause > deadline:
                 raise ServiceError(f"{what}: the service did not answer ({reason})")
             log.warning("%s: the service is unavailable (%s); again in %.1f s", what, reason, pause)
@@ -119,14 +119,6 @@ class ServiceClient:
         except ServiceError:
             return False
         return bool(response.json().get("cancel"))
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return min(max(float(value), 0.1), 30.0) if value else None
-    except ValueError:
-        return None
 
 
 def _checked(what: str, response: httpx.Response) -> httpx.Response:

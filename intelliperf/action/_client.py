@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from intelliperf.contract import JobSpec
-from intelliperf.service_http import UNAVAILABLE, response_detail
+from intelliperf.service_http import UNAVAILABLE, response_detail, retry_after_s
 
 __all__ = ["SECRET_HEADERS", "Event", "ServiceClient", "ServiceError"]
 
@@ -47,6 +47,7 @@ _WHY = {
     409: "conflict",
     413: "too large",
     422: "the service refused the job",
+    429: "too many requests",
 }
 
 
@@ -106,15 +107,16 @@ class ServiceClient:
     ) -> tuple[dict[str, Any], bool]:
         """The job (as the service shows it) and whether this request made it (False: an earlier
         request with the same Idempotency-Key did). Retries refused connections and 502/503/504 only
-        with an Idempotency-Key, so a retry never makes a second job."""
+        with an Idempotency-Key, so a retry never makes a second job; a 429 (the token's limit on uploads
+        being checked) always, after its Retry-After: the service recorded nothing."""
         headers = {SECRET_HEADERS[name]: value for name, value in secrets.items() if value}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         params = {"priority": priority} if priority is not None else None
         body = spec.model_dump_json(exclude_defaults=True)
         doing = "submitting the job"
-        tries = SUBMIT_TRIES if idempotency_key else 1
-        for attempt in range(1, tries + 1):
+        for attempt in range(1, SUBMIT_TRIES + 1):
+            again = attempt < SUBMIT_TRIES
             try:
                 if archive is None:
                     response = self._http.post(
@@ -132,7 +134,7 @@ class ServiceClient:
                         params=params,
                     )
             except httpx.TransportError as exc:
-                if attempt < tries:
+                if idempotency_key and again:
                     time.sleep(retry_wait_s * attempt)
                     continue
                 if isinstance(exc, httpx.TimeoutException):
@@ -140,8 +142,11 @@ class ServiceClient:
                         f"{doing}: the service at {self.base_url} did not answer in time"
                     ) from None
                 raise ServiceError(f"{doing}: cannot reach the service at {self.base_url} ({exc})") from None
-            if response.status_code in UNAVAILABLE and attempt < tries:
-                time.sleep(retry_wait_s * attempt)
+            if response.status_code in UNAVAILABLE and idempotency_key and again:
+                time.sleep(retry_after_s(response) or retry_wait_s * attempt)
+                continue
+            if response.status_code == 429 and again:
+                time.sleep(retry_after_s(response) or retry_wait_s * attempt)
                 continue
             self._check(response, doing)
             return dict(response.json()), response.status_code == 201
