@@ -32,6 +32,7 @@ __all__ = [
     "Param",
     "read_capture",
     "run_capture",
+    "write_restore",
 ]
 
 MAGIC = b"ACCORDO1"
@@ -365,6 +366,35 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Restoring
+
+
+def write_restore(capture: Capture, folder: str | os.PathLike[str]) -> Path:
+    """The inputs of every launch of ``capture``, as capture mode's ACCORDO_RESTORE reads them: one file
+    per launch and parameter, ``<seq>-<param>.bin``, holding the snapshot taken before the kernel. A
+    snapshot that repeats an earlier one (a SAME record) is a hard link to that one's file, so a loop of
+    launches on unchanged buffers costs its bytes once. Returns the folder (created; must be empty)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):
+        raise ValueError(f"{out} is not empty")
+    written: dict[tuple[int, int], Path] = {}
+    for launch in capture.launches:
+        for buffer in launch.buffers:
+            if buffer.phase != "before":
+                continue
+            path = out / f"{launch.seq}-{buffer.param_index}.bin"
+            same = written.get((buffer.source_id, buffer.file_offset))
+            if same is not None:
+                os.link(same, path)
+                continue
+            with path.open("wb") as sink:
+                sink.write(memoryview(buffer._map)[buffer.file_offset : buffer.file_offset + buffer.nbytes])
+            written[(buffer.source_id, buffer.file_offset)] = path
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Running
 
 
@@ -399,9 +429,11 @@ def run_capture(
     max_bytes: int | None = None,
     library: str | os.PathLike[str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
+    restore: str | os.PathLike[str] | None = None,
 ) -> CaptureRun:
     """Run ``cmd`` with buffer capture for the kernels whose mangled or demangled name matches
-    ``kernel_regex`` (ECMAScript syntax, searched, not anchored).
+    ``kernel_regex`` (ECMAScript syntax, searched, not anchored). ``restore``: a folder ``write_restore``
+    made; each launch then runs on the inputs it holds for that launch.
 
     A crash or timeout is returned (``status``), not raised. Raises AppError when the program cannot be
     started, ProfileError when it exited cleanly but wrote no capture (or the capture reports a setup
@@ -422,6 +454,8 @@ def run_capture(
     extra = {"ACCORDO_KERNEL": kernel_regex, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     if max_bytes is not None:
         extra["ACCORDO_MAX_BYTES"] = str(int(max_bytes))
+    if restore is not None:
+        extra["ACCORDO_RESTORE"] = str(Path(restore).resolve())
 
     with tempfile.TemporaryDirectory(prefix="accordo-capture-") as tmp:
         out_dir = Path(output_dir) if output_dir is not None else Path(tmp)

@@ -25,19 +25,29 @@ Each output reports ``bound_use``: its worst element's error over its bound (1.0
 elements are exact where the reference runs agree and within their range elsewhere; bytes that differ
 between the reference runs before a launch are not treated as inputs.
 
-For each launch (paired in order) it checks, in this order:
+Two candidate captures are judged (``accordo.validate``):
 
-* the parameters: same kinds, same scalar values, pointers at the same offset into same-sized
-  allocations (``input_mismatch`` otherwise);
-* every allocation before the kernel: byte-identical to the reference (``input_mismatch``);
-* allocations the reference leaves unchanged: byte-identical after the kernel (``input_modified`` for
-  ``const`` parameters, ``untouched_modified`` otherwise);
-* allocations the reference writes: every element within its bound (``mismatch``); when every
-  out-of-bound element is one the reference leaves unchanged, the candidate wrote where the reference
-  does not (``untouched_modified``).
+* **each launch in isolation** (``compare_captures``): the candidate ran with the reference's inputs
+  restored into its buffers before every launch (capture mode's ``ACCORDO_RESTORE``), so each launch is
+  judged on the reference's own inputs for it and drift that earlier launches were allowed never becomes
+  an input of a later one. For each launch (paired in order) it checks, in this order:
 
-A candidate that modifies an input is reported as ``input_modified`` whatever its outputs say: the
-tampering is the cause, a mismatch at most its symptom.
+  * the parameters: same kinds, same scalar values, pointers at the same offset into same-sized
+    allocations (``input_mismatch`` otherwise);
+  * every allocation before the kernel: byte-identical to the reference (``input_mismatch``);
+  * allocations of parameters the reference's kernel never writes, at any launch: byte-identical after
+    the kernel (``input_modified`` for ``const`` parameters, ``untouched_modified`` otherwise);
+  * allocations of parameters it writes at some launch (outputs, whatever they held before, also at a
+    launch that rewrites them with the same bits): every element within its bound (``mismatch``); when
+    every out-of-bound element is one the reference leaves unchanged, the candidate wrote where the
+    reference does not (``untouched_modified``).
+
+* **the program end to end** (``compare_end_to_end``): the candidate's own run, nothing restored: the
+  same launches, the first launch given the same inputs (a changed data layout is ``input_mismatch``), no
+  input modified at any launch, and each output allocation's final state within its bound.
+
+A candidate that modifies an input is reported as ``input_modified`` whatever its outputs say, at any
+launch and in either capture: the tampering is the cause, a mismatch at most its symptom.
 
 Buffers are read in chunks straight from the memory-mapped capture files, so memory stays bounded.
 """
@@ -57,9 +67,19 @@ from .capture import Buffer, Capture, Launch, Param
 from .float_bound import Tolerance, check_floats, noise_factor, reference_stats
 from .signature import ParamType, element_type, parse_parameters
 
-__all__ = ["DEFAULT_ALPHA", "Comparison", "compare_captures", "reference_disagrees"]
+__all__ = [
+    "DEFAULT_ALPHA",
+    "RESTORE_FAILED",
+    "Comparison",
+    "combine",
+    "compare_captures",
+    "compare_end_to_end",
+    "reference_disagrees",
+]
 
 CHUNK_BYTES = 32 << 20
+RESTORE_FAILED = "restoring the reference's"
+"""How the capture library's error record for a launch whose inputs could not be restored begins."""
 DEFAULT_ALPHA = 0.01  # per output: how often another draw of the reference's own noise may fail it
 # Within a launch; across launches the first failing launch decides, except that input_modified (the
 # candidate tampering with an input) is reported whatever else fails.
@@ -281,8 +301,18 @@ def _same_bytes(a: Buffer, b: Buffer) -> bool:
     )
 
 
-def _reference_writes(pair: _Pair) -> bool:
-    return not all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
+def _written_params(reference: Sequence[Capture]) -> frozenset[int]:
+    """The parameters whose buffer the reference's kernel changes at any launch of any run: its outputs."""
+    written: set[int] = set()
+    for capture in reference:
+        for launch in capture.launches:
+            for before in launch.buffers:
+                if before.phase != "before" or before.param_index in written:
+                    continue
+                after = launch.buffer(before.param_index, "after")
+                if after is not None and not _same_bytes(before, after):
+                    written.add(before.param_index)
+    return frozenset(written)
 
 
 @dataclass
@@ -375,7 +405,12 @@ def _tolerance(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int, 
     return Tolerance(atol=atol, rtol=rtol, rounding=rounding, noise_k=noise_k)
 
 
-def _element_stats(pair: _Pair, atol: float, rtol: float, alpha: float, terms: int) -> _ElementStats:
+def _element_stats(
+    pair: _Pair, atol: float, rtol: float, alpha: float, terms: int, rewritten: bool
+) -> _ElementStats:
+    """``rewritten``: the reference's kernel leaves every byte of this output as it was at this launch,
+    so it rewrote them with the same bits (or wrote none): an element out of bounds is then a mismatch,
+    not a write where the reference does not write."""
     element = pair.element
     size = _itemsize(element)
     stats = _ElementStats()
@@ -398,7 +433,7 @@ def _element_stats(pair: _Pair, atol: float, rtol: float, alpha: float, terms: i
     for offset, count in differing:
         refs_after = [_raw(b, size, offset, count) for b in pair.refs_after]
         cand = _raw(pair.cand_after, size, offset, count)
-        untouched = np.ones(count, dtype=bool)
+        untouched = np.full(count, not rewritten, dtype=bool)
         for before, after in zip(pair.refs_before, pair.refs_after, strict=True):
             untouched &= _raw(before, size, offset, count) == _raw(after, size, offset, count)
         if tolerance is None:
@@ -494,12 +529,22 @@ def _pairs(
 
 
 def _compare_pair(
-    pair: _Pair, atol: float, rtol: float, alpha: float, terms: int
+    pair: _Pair,
+    atol: float,
+    rtol: float,
+    alpha: float,
+    terms: int,
+    output: bool,
+    *,
+    inputs: bool = True,
 ) -> tuple[BufferComparison, _Failure | None]:
+    """``output``: the reference's kernel writes this parameter at some launch; ``inputs``: the candidate's
+    bytes before the kernel must be the reference's (False for the end-to-end run's later launches, whose
+    inputs may hold earlier launches' accepted drift)."""
     element_name = pair.element or "bytes"
     const = pair.type_info is not None and pair.type_info.const
     common = {"param": pair.param.index, "dtype": element_name, "bytes": pair.cand_after.nbytes}
-    first_input = _first_input_difference(pair)
+    first_input = _first_input_difference(pair) if inputs else None
     if first_input is not None:
         byte = first_input + pair.pointer_offset
         message = (
@@ -511,7 +556,7 @@ def _compare_pair(
         return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(
             "input_mismatch", message
         )
-    if not _reference_writes(pair):
+    if not output:
         role = "input" if const else "untouched"
         changed = _first_change(pair.cand_before, pair.cand_after)
         if changed is None:
@@ -525,7 +570,8 @@ def _compare_pair(
         )
         return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(kind, message)
 
-    stats = _element_stats(pair, atol, rtol, alpha, terms)
+    rewritten = all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
+    stats = _element_stats(pair, atol, rtol, alpha, terms, rewritten)
     failure = None
     reason = None
     if stats.mismatches:
@@ -614,6 +660,28 @@ def _decisive(failures: Sequence[tuple[int, _Failure]]) -> _Failure:
     return failures[0][1]
 
 
+def _launch_label(position: int, total: int, launch: Launch) -> str:
+    return f"launch {position + 1} of {total} ({_name(launch)})"
+
+
+def _launch_count_failure(ref_launches: Sequence[Launch], cand_launches: Sequence[Launch]) -> str | None:
+    if len(cand_launches) == len(ref_launches):
+        return None
+    return (
+        f"the reference launched {_describe_counts(_counts(ref_launches))}; the candidate launched "
+        f"{_describe_counts(_counts(cand_launches))}"
+    )
+
+
+def _launch_errors(label: str, cand: Launch) -> _Failure | None:
+    """The capture's error records for the candidate's launch: its inputs could not be restored (its
+    buffers do not have the reference's sizes), or it did not run or finish."""
+    if not cand.errors:
+        return None
+    kind = "input_mismatch" if any(e.startswith(RESTORE_FAILED) for e in cand.errors) else "crash"
+    return _Failure(kind, f"{label}: {'; '.join(cand.errors)}")
+
+
 def compare_captures(
     reference: Sequence[Capture],
     candidate: Capture,
@@ -624,8 +692,9 @@ def compare_captures(
     element_override: str | None = None,
     alpha: float = DEFAULT_ALPHA,
 ) -> Comparison:
-    """Compare ``candidate`` with the reference runs (at least one; more calibrate the noise). ``alpha``
-    is the chance per output that another draw of the reference's own noise fails it.
+    """Compare ``candidate``, captured with each launch's inputs restored from the reference's first run,
+    with the reference runs (at least one; more calibrate the noise), launch by launch. ``alpha`` is the
+    chance per output that another draw of the reference's own noise fails it.
 
     Launches are paired in order. Raises ValidationError when the reference itself cannot serve as one
     (its runs launch differently, or a reference launch was not captured).
@@ -634,13 +703,10 @@ def compare_captures(
         raise ValueError("alpha must be strictly between 0 and 1")
     _check_reference(reference)
     ref_launches = reference[0].launches
-    if len(candidate.launches) != len(ref_launches):
-        reason = (
-            f"the reference launched {_describe_counts(_counts(ref_launches))}; the candidate launched "
-            f"{_describe_counts(_counts(candidate.launches))}"
-        )
-        return Comparison(False, "launch_count", reason, [], 0)
-
+    count_problem = _launch_count_failure(ref_launches, candidate.launches)
+    if count_problem is not None:
+        return Comparison(False, "launch_count", count_problem, [], 0)
+    written = _written_params(reference)
     results: list[LaunchComparison] = []
     failures: list[tuple[int, _Failure]] = []
     noise_max = 0.0
@@ -648,10 +714,10 @@ def compare_captures(
     seen: dict[tuple[object, ...], tuple[BufferComparison, _Failure | None]] = {}
     for position, cand in enumerate(candidate.launches):
         refs = [capture.launches[position] for capture in reference]
-        label = f"launch {position + 1} of {len(ref_launches)} ({_name(refs[0])})"
-        if cand.errors:
-            message = f"{label}: {'; '.join(cand.errors)}"
-            failures.append((position, _Failure("crash", message)))
+        label = _launch_label(position, len(ref_launches), refs[0])
+        errors = _launch_errors(label, cand)
+        if errors is not None:
+            failures.append((position, errors))
             results.append(LaunchComparison(launch=position, passed=False))
             continue
         types = parse_parameters(refs[0].demangled)
@@ -664,9 +730,10 @@ def compare_captures(
         buffers = []
         launch_failures = []
         for pair in pairs:
-            key = (terms, *_snapshot_key(pair))
+            output = pair.param.index in written
+            key = (terms, output, *_snapshot_key(pair))
             if key not in seen:
-                seen[key] = _compare_pair(pair, atol, rtol, alpha, terms)
+                seen[key] = _compare_pair(pair, atol, rtol, alpha, terms, output)
             comparison, failure = seen[key]
             buffers.append(comparison)
             noise_max = max(noise_max, comparison.noise_max or 0.0)
@@ -677,12 +744,122 @@ def compare_captures(
         launch_failures.sort(key=lambda f: _FAILURE_ORDER.index(f.kind))
         failures.extend((position, f) for f in launch_failures)
         results.append(LaunchComparison(launch=position, passed=not launch_failures, buffers=buffers))
+    return _verdict(failures, results, noise_max, bound_use)
 
+
+def _verdict(
+    failures: Sequence[tuple[int, _Failure]],
+    results: list[LaunchComparison],
+    noise_max: float,
+    bound_use: float | None,
+    what: str = "launches",
+) -> Comparison:
     if not failures:
         return Comparison(True, None, None, results, len(results), noise_max, bound_use)
     first = _decisive(failures)
-    failing_launches = len({position for position, _ in failures})
+    failing = len({position for position, _ in failures})
     reason = first.message
-    if failing_launches > 1:
-        reason += f" ({failing_launches} of {len(results)} launches fail)"
+    if failing > 1:
+        reason += f" ({failing} of {len(results)} {what} fail)"
     return Comparison(False, first.kind, reason, results, len(results), noise_max, bound_use)
+
+
+def compare_end_to_end(
+    reference: Sequence[Capture],
+    candidate: Capture,
+    *,
+    atol: float,
+    rtol: float,
+    default_element: str = "float32",
+    element_override: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
+    """The candidate's own run (nothing restored) against the reference's: the same launches; the first
+    launch given the same inputs; no parameter the reference never writes changed at any launch; and each
+    output allocation, after the last launch that passes it, within its bound. Later launches' inputs may
+    differ by the drift earlier launches were allowed: they are judged in isolation (compare_captures)."""
+    _check_reference(reference)
+    ref_launches = reference[0].launches
+    count_problem = _launch_count_failure(ref_launches, candidate.launches)
+    if count_problem is not None:
+        return Comparison(False, "launch_count", f"end to end: {count_problem}", [], 0)
+    written = _written_params(reference)
+    last_seen = _last_launch_of_each_output(ref_launches, written)
+    failures: list[tuple[int, _Failure]] = []
+    noise_max = 0.0
+    bound_use: float | None = None
+    for position, cand in enumerate(candidate.launches):
+        refs = [capture.launches[position] for capture in reference]
+        label = f"end to end, {_launch_label(position, len(ref_launches), refs[0])}"
+        errors = _launch_errors(label, cand)
+        if errors is not None:
+            failures.append((position, errors))
+            continue
+        pairs, problem = _pairs(
+            refs, cand, parse_parameters(refs[0].demangled), default_element, element_override
+        )
+        if problem is not None:
+            failures.append((position, _Failure("input_mismatch", f"{label}: {problem}")))
+            continue
+        terms = _terms(pairs)
+        for pair in pairs:
+            output = pair.param.index in written
+            final = last_seen.get(pair.param.alloc_base) == position
+            if output and not final and position > 0:
+                continue  # an intermediate state of an output: judged in isolation
+            comparison, failure = _compare_pair(pair, atol, rtol, alpha, terms, output, inputs=position == 0)
+            noise_max = max(noise_max, comparison.noise_max or 0.0)
+            if comparison.bound_use is not None:
+                bound_use = max(bound_use or 0.0, comparison.bound_use)
+            if failure is not None:
+                failures.append((position, _Failure(failure.kind, f"{label}, {failure.message}")))
+    failures.sort(key=lambda item: (_FAILURE_ORDER.index(item[1].kind), item[0]))
+    return _verdict(failures, [], noise_max, bound_use)
+
+
+def _last_launch_of_each_output(launches: Sequence[Launch], written: frozenset[int]) -> dict[int | None, int]:
+    """For each allocation an output parameter points into (by its base in the reference's first run), the
+    position of the last launch that passes it."""
+    last: dict[int | None, int] = {}
+    for position, launch in enumerate(launches):
+        for param in launch.params:
+            if param.kind == "pointer" and param.index in written:
+                last[param.alloc_base] = position
+    return last
+
+
+def combine(isolated: Comparison, end_to_end: Comparison) -> Comparison:
+    """One verdict of both captures. Tampering first, as within one, unless a launch crashed; then a
+    crash; then a different number of launches; then inputs that differ at the end-to-end run's first
+    launch (a changed data layout, which makes the isolated launches' outputs meaningless); then what the
+    isolated launches found; then the end-to-end run's outputs. The launches reported are the isolated
+    ones."""
+    noise_max = max(isolated.noise_max, end_to_end.noise_max)
+    uses = [u for u in (isolated.bound_use, end_to_end.bound_use) if u is not None]
+    bound_use = max(uses) if uses else None
+    failed = [c for c in (isolated, end_to_end) if not c.passed]
+    if not failed:
+        return Comparison(
+            True, None, None, isolated.launches, isolated.launches_compared, noise_max, bound_use
+        )
+    crashed = any(c.failure == "crash" for c in failed)
+
+    def rank(comparison: Comparison) -> int:
+        if comparison.failure == "input_modified" and not crashed:
+            return 0
+        if comparison.failure in ("crash", "launch_count"):
+            return 1 if comparison.failure == "crash" else 2
+        if comparison is end_to_end and comparison.failure == "input_mismatch":
+            return 3
+        return 4 if comparison is isolated else 5
+
+    decisive = min(failed, key=rank)
+    return Comparison(
+        False,
+        decisive.failure,
+        decisive.reason,
+        isolated.launches,
+        isolated.launches_compared,
+        noise_max,
+        bound_use,
+    )

@@ -6,14 +6,17 @@
 The reference runs ``calibration_runs`` times under buffer capture; when those runs disagree anywhere,
 it runs again up to ``noise_runs`` runs in all, so that the noise bound of ``accordo.compare`` rests on a
 stable estimate of its spread (unless the captures would pass ``noise_capture_bytes``). The candidate
-runs once; the launches are compared (``accordo.compare``); a correct candidate is then timed against
-the reference (``accordo.speedup``). The candidate may crash, hang or launch nothing: those
-are verdicts, not exceptions. Problems with the reference itself raise (AppError, KernelNotFoundError,
-ValidationError), since nothing can be judged against it.
+runs twice under capture: once with each launch's inputs restored from the reference's first run, so
+that every launch is judged in isolation on the reference's own inputs, and once as it is, end to end
+(``accordo.compare``); a correct candidate is then timed against the reference (``accordo.speedup``).
+The candidate may crash, hang or launch nothing: those are verdicts, not exceptions. Problems with the
+reference itself raise (AppError, KernelNotFoundError, ValidationError), since nothing can be judged
+against it.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +24,8 @@ from pathlib import Path
 from intelliperf.contract.report import Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
-from .capture import Capture, CaptureRun, run_capture
-from .compare import DEFAULT_ALPHA, compare_captures, reference_disagrees
+from .capture import Capture, CaptureRun, run_capture, write_restore
+from .compare import DEFAULT_ALPHA, combine, compare_captures, compare_end_to_end, reference_disagrees
 from .signature import ELEMENT_TYPES, kernel_pattern
 from .speedup import TIMERS, Timer, measure_speedup
 
@@ -215,41 +218,60 @@ def check_candidate(
     progress: Callable[[str], None] | None = None,
     keep_captures: str | Path | None = None,
 ) -> ValidationResult:
-    """Capture the candidate once and compare it with the reference's captures (no timing)."""
+    """Capture the candidate end to end, and again with each launch's inputs restored from the reference's
+    first run, and compare both with the reference's captures (no timing)."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
     kernel = reference.kernel
-    say("capturing the candidate")
-    try:
-        cand_run = run_capture(
-            candidate,
-            cwd=cwd,
-            output_dir=_output_dir(keep_captures, "candidate"),
-            **_capture_settings(kernel, reference.env, options, reference.library),
-        )
-    except KernelNotFoundError:
-        return ValidationResult(
-            kernel=kernel,
-            passed=False,
-            failure="no_launch",
-            reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
-            **options.bounds,
-        )
-    failed = _candidate_failure(kernel, cand_run, options)
-    if failed is not None:
-        return failed
-    assert cand_run.capture is not None
+    runs: dict[str, CaptureRun] = {}
+    with tempfile.TemporaryDirectory(prefix="accordo-restore-") as scratch:
+        restore = write_restore(reference.captures[0], Path(scratch) / "inputs")
+        for name, what, restored in (
+            ("candidate", "capturing the candidate", None),
+            (
+                "candidate-isolated",
+                "capturing the candidate on the reference's inputs, launch by launch",
+                restore,
+            ),
+        ):
+            say(what)
+            try:
+                run = run_capture(
+                    candidate,
+                    cwd=cwd,
+                    output_dir=_output_dir(keep_captures, name),
+                    restore=restored,
+                    **_capture_settings(kernel, reference.env, options, reference.library),
+                )
+            except KernelNotFoundError:
+                return ValidationResult(
+                    kernel=kernel,
+                    passed=False,
+                    failure="no_launch",
+                    reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
+                    **options.bounds,
+                )
+            failed = _candidate_failure(kernel, run, options)
+            if failed is not None:
+                return failed
+            runs[name] = run
 
     say("comparing buffers")
     element_override = None if options.element_type == "auto" else options.element_type
-    comparison = compare_captures(
-        list(reference.captures),
-        cand_run.capture,
-        atol=options.atol,
-        rtol=options.rtol,
-        default_element=options.default_element,
-        element_override=element_override,
-        alpha=options.alpha,
+    settings = {
+        "atol": options.atol,
+        "rtol": options.rtol,
+        "default_element": options.default_element,
+        "element_override": element_override,
+        "alpha": options.alpha,
+    }
+    references = list(reference.captures)
+    isolated = runs["candidate-isolated"].capture
+    end_to_end = runs["candidate"].capture
+    assert isolated is not None and end_to_end is not None
+    comparison = combine(
+        compare_captures(references, isolated, **settings),  # type: ignore[arg-type]
+        compare_end_to_end(references, end_to_end, **settings),  # type: ignore[arg-type]
     )
     return ValidationResult(
         kernel=kernel,

@@ -70,6 +70,7 @@ HASHED: tuple[str, ...] = (
     "tests/conftest.py",  # decides which tests count as GPU tests and when they skip
     "examples/accordo_cases/*",
     "examples/accordo_sums/*",
+    "examples/accordo_repeat/*",
     # this script: how the record is made
     "benchmarks/gpu_record.py",
 )

@@ -18,6 +18,7 @@
 #include "kernel_table.h"
 #include "launch.h"
 #include "log.h"
+#include "restore.h"
 #include "snapshot.h"
 
 namespace accordo {
@@ -72,6 +73,7 @@ struct State {
   uint64_t next_seq = 0;
   DriverCopier copier;
   std::unique_ptr<SnapshotWriter> snapshots;
+  std::unique_ptr<Restorer> restorer;  // ACCORDO_RESTORE: the reference's inputs for each launch
   bool finished = false;
 
   std::mutex time_mutex;  // guards the timing hand-off from the activity thread
@@ -139,6 +141,29 @@ void drain_times() {
 
 void snapshot(uint64_t seq, const std::vector<Snapshot>& snapshots, uint32_t phase) {
   for (const Snapshot& s : snapshots) g->snapshots->write(seq, s.param_index, phase, s.start, s.nbytes);
+}
+
+// The reference's bytes into this launch's buffers (ACCORDO_RESTORE), then a synchronization so that the
+// copies have landed before the before-snapshot and the kernel. False (with an ERROR record) on a failure:
+// the launch then runs on inputs that are neither its own nor the reference's, and is not captured.
+bool restore_inputs(uint64_t seq, const std::vector<Snapshot>& snapshots) {
+  bool ok = true;
+  for (const Snapshot& s : snapshots) {
+    const std::string problem = g->restorer->restore(seq, s.param_index, s.start, s.nbytes);
+    if (!problem.empty()) {
+      g->file.write_error(seq, "restoring the reference's parameter " + std::to_string(s.param_index) +
+                                   " failed: " + problem + "; buffers not captured");
+      ok = false;
+    }
+  }
+  if (!ok) return false;
+  const CUresult synced = drv::ctx_synchronize();
+  if (synced != CUDA_SUCCESS) {
+    g->file.write_error(seq, drv::describe("cuCtxSynchronize after restoring the reference's inputs", synced) +
+                                 "; buffers not captured");
+    return false;
+  }
+  return true;
 }
 
 void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
@@ -224,7 +249,7 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     if (synced != CUDA_SUCCESS) {
       g->file.write_error(launch.seq, drv::describe("cuCtxSynchronize before the kernel", synced) +
                                           "; buffers not captured");
-    } else {
+    } else if (g->restorer == nullptr || restore_inputs(launch.seq, snapshots)) {
       snapshot(launch.seq, snapshots, 0);
       t_pending.active = true;
       t_pending.seq = launch.seq;
@@ -293,6 +318,7 @@ bool capture_start(const Config& config) {
   SnapshotOptions options;
   options.dedupe = config.dedupe;
   g->snapshots = std::make_unique<SnapshotWriter>(g->file, g->copier, options);
+  if (!config.restore_dir.empty()) g->restorer = std::make_unique<Restorer>(config.restore_dir);
   const std::string bad_pattern = g->kernels.set_pattern(config.kernel_regex);
   if (!bad_pattern.empty()) {
     log_error("%s", bad_pattern.c_str());

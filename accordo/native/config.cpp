@@ -128,6 +128,7 @@ bool load_config(Config& config) {
         config.max_bytes = value;
       }
     }
+    config.restore_dir = env("ACCORDO_RESTORE");
     const std::string dedupe = env("ACCORDO_DEDUP");
     if (dedupe == "0") {
       config.dedupe = false;

@@ -4,6 +4,8 @@
 //   ACCORDO_KERNEL     capture, time: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
 //   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
+//   ACCORDO_RESTORE    capture: folder of another run's input bytes per launch and parameter, copied into
+//                      each launch's buffers before it runs (restore.h); unset: none
 //   ACCORDO_KERNELS    counters: comma-separated mangled names of the kernels to profile (exact names)
 //   ACCORDO_METRICS    counters: comma-separated range-profiler metrics (kernel-level)
 //   ACCORDO_SASS_METRICS  counters: comma-separated SASS metrics (per instruction)
@@ -29,6 +31,7 @@ struct Config {
   std::string kernel_regex;
   uint64_t max_bytes = uint64_t{2} << 30;
   bool dedupe = true;
+  std::string restore_dir;
   bool stats = false;
   std::vector<std::string> kernels;
   std::vector<std::string> metrics;

@@ -42,6 +42,10 @@ inline CUresult memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUst
 
 inline CUresult stream_synchronize(CUstream stream) { ACCORDO_DRIVER_CALL(cuStreamSynchronize, stream); }
 
+inline CUresult memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
+  ACCORDO_DRIVER_CALL(cuMemcpyHtoD, dst, src, bytes);
+}
+
 inline CUresult mem_host_register(void* p, size_t bytes, unsigned int flags) {
   ACCORDO_DRIVER_CALL(cuMemHostRegister, p, bytes, flags);
 }

@@ -44,6 +44,22 @@ def _gpu_available() -> bool:
     return proc.returncode == 0 and "GPU" in proc.stdout
 
 
+def build_example(folder: Path, copy_to: Path) -> Path:
+    """A copy of an example folder in ``copy_to``, built with its Makefile (Triton and PyTorch examples,
+    which have none, compile as they run)."""
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("nvcc is not installed")
+    target = copy_to / folder.name
+    shutil.copytree(folder, target, ignore=shutil.ignore_patterns("bin"))
+    if not (target / "Makefile").is_file():
+        return target
+    proc = subprocess.run(
+        ["make", "-j8"], cwd=target, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return target
+
+
 @pytest.fixture(scope="session")
 def gpu() -> None:
     """Skips the test unless nvidia-smi works and lists a GPU."""

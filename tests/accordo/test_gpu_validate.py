@@ -4,8 +4,6 @@ pass against their originals, a hung candidate is killed and the next validation
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,42 +12,24 @@ from typer.testing import CliRunner
 
 from accordo.validate import Reference, ValidationOptions, capture_reference, check_candidate, validate
 from intelliperf.cli import app
+from tests.accordo.conftest import build_example
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = ROOT / "examples" / "accordo_cases"
 EXAMPLES = ROOT / "examples"
 CASES = json.loads((CASES_DIR / "cases.json").read_text())
 MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
-# AoS to SoA is a data-layout change, not a kernel rewrite: the kernel is given other input bytes.
-EXAMPLE_FAILURE = {
-    "aos_field": "input_mismatch",
-    # The fix adds each tile up in another order (warp shuffles), so its sums differ from the original's
-    # within tolerance; the next iteration's launch then starts from those sums in its output buffer, and
-    # Accordo requires every before-state to be byte-identical. A known limit of the judge: before-states
-    # that are earlier launches' within-tolerance outputs are not yet told apart from different inputs.
-    "tile_sums": "input_mismatch",
-}
+# AoS to SoA is a data-layout change, not a kernel rewrite: the kernel is given other input bytes. (The
+# fixed tile_sums, which adds each tile up in another order into an output its next launch starts from,
+# failed as input_mismatch until each launch was judged on the reference's own inputs.)
+EXAMPLE_FAILURE = {"aos_field": "input_mismatch"}
 
 pytestmark = pytest.mark.gpu
 
 
-def _make(folder: Path, copy_to: Path) -> Path:
-    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
-        pytest.skip("nvcc is not installed")
-    target = copy_to / folder.name
-    shutil.copytree(folder, target, ignore=shutil.ignore_patterns("bin"))
-    if not (target / "Makefile").is_file():  # Triton and PyTorch examples compile as they run
-        return target
-    proc = subprocess.run(
-        ["make", "-j8"], cwd=target, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return target
-
-
 @pytest.fixture(scope="module")
 def cases(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _make(CASES_DIR, tmp_path_factory.mktemp("cases"))
+    return build_example(CASES_DIR, tmp_path_factory.mktemp("cases"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[Path(c["candidate"]).name for c in CASES])
@@ -142,7 +122,7 @@ def test_cli_validate_exit_codes(cases: Path, accordo_lib: Path, accordo_cache: 
 def examples_built(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("examples")
     for example in MANIFEST:
-        _make(EXAMPLES / example["name"], root)
+        build_example(EXAMPLES / example["name"], root)
     return root
 
 
@@ -172,7 +152,7 @@ SUMS_N = "262221"  # 2^18 + 77 elements: an atomicAdd chain long enough to be no
 
 @pytest.fixture(scope="module")
 def sums(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _make(SUMS_DIR, tmp_path_factory.mktemp("sums"))
+    return build_example(SUMS_DIR, tmp_path_factory.mktemp("sums"))
 
 
 def _sums_reference(sums: Path, accordo_lib: Path, data: str) -> Reference:
