@@ -70,7 +70,9 @@ EXPOSE 8000
 # urllib, so the image needs no curl. INTELLIPERF_PORT is read here and by the command below only.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('INTELLIPERF_PORT', '8000'), timeout=4)"]
-CMD ["sh", "-c", "exec intelliperf serve --no-worker --host 0.0.0.0 --port \"${INTELLIPERF_PORT:-8000}\""]
+# --verbose: the container's log (docker logs) is the server's whole log, every request included, as it
+# was before `serve` kept its log in the data folder and printed only job events
+CMD ["sh", "-c", "exec intelliperf serve --no-worker --verbose --host 0.0.0.0 --port \"${INTELLIPERF_PORT:-8000}\""]
 
 
 # --- worker-cuda -------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from intelliperf import __version__
 from intelliperf.contract import Application, JobSpec, LlmSettings, Report, Tolerances
-from intelliperf.errors import IntelliPerfError, SpecError
+from intelliperf.errors import IntelliPerfError, SpecError, plain_message
 
 app = typer.Typer(
     name="intelliperf",
@@ -22,6 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's plain help: every option's whole name and default at any terminal width (rich's table cut
+    # --accordo_absolute_tolerance at 80 columns)
+    rich_markup_mode=None,
 )
 # Off a terminal (CI logs, pipes) rich would wrap at 80 columns and split messages mid-sentence.
 stdout = Console(width=None if sys.stdout.isatty() else 160)
@@ -89,7 +93,9 @@ def _local_vendor() -> str:
 
 
 def _explain_validation(exc: PydanticValidationError) -> str:
-    problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+    problems = [
+        f"{'.'.join(str(p) for p in err['loc'])}: {plain_message(err['msg'])}" for err in exc.errors()
+    ]
     return "invalid options: " + "; ".join(problems)
 
 
@@ -110,8 +116,67 @@ def check_writable(path: Path | None, option: str) -> None:
 
 
 def _fail(error: IntelliPerfError) -> typer.Exit:
-    stderr.print(f"[bold red]error:[/bold red] {error}", highlight=False, markup=True)
+    stderr.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, markup=True)
     return typer.Exit(code=error.exit_code)
+
+
+# The options `run` and `submit` share: one declaration each.
+BuildCommand = Annotated[
+    str | None, typer.Option("-b", "--build_command", help="Command that builds the application")
+]
+InstrumentCommand = Annotated[
+    str | None,
+    typer.Option("-i", "--instrument_command", help="Build command with line info (default: -b)"),
+]
+ProjectDirectory = Annotated[
+    Path, typer.Option("-p", "--project_directory", help="Project root; commands run there")
+]
+Formula = Annotated[
+    str,
+    typer.Option(
+        "-f", "--formula", help="A formula's name (`intelliperf formulas` lists them), diagnoseOnly or auto"
+    ),
+]
+TopN = Annotated[int, typer.Option("--top_n", help="Kernels to diagnose, hottest first")]
+NumAttempts = Annotated[int, typer.Option("--num_attempts", help="Replies of the model to try, at most")]
+Candidates = Annotated[
+    int, typer.Option("--candidates", help="Best-of-N: replies per round, asked with the same prompt")
+]
+Tolerance = Annotated[
+    float | None,
+    typer.Option(
+        "-t", "--accordo_absolute_tolerance", help="Validation absolute tolerance", show_default="1e-06"
+    ),
+]
+UnittestCommand = Annotated[
+    str | None,
+    typer.Option(
+        "--unittest_command",
+        help="Judge rewrites by the project's own tests (a shell command, exit 0 = correct) instead of "
+        "Accordo: rewrites may then change data layouts and host code",
+    ),
+]
+Model = Annotated[str, typer.Option("-m", "--model", help="LLM model")]
+Provider = Annotated[str, typer.Option("-r", "--provider", help="LLM provider (LiteLLM prefix)")]
+ApiBase = Annotated[str | None, typer.Option("--api_base", help="OpenAI-compatible endpoint")]
+OutputFile = Annotated[Path | None, typer.Option("-o", "--output_file", help="Write the JSON report here")]
+SummaryFile = Annotated[
+    Path | None, typer.Option("--summary_file", help="Write the Markdown summary (the PR body) here")
+]
+Kernel = Annotated[str | None, typer.Option("-k", "--kernel", help="Only kernels matching this regex")]
+Replay = Annotated[
+    Path | None,
+    typer.Option("--replay", help="Use a profile recorded on a GPU machine instead of the GPU"),
+]
+CompareFile = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--compare_file",
+        metavar="PATH",
+        help="A file the application writes (relative to the project), compared between the original "
+        "and each rewrite with Accordo's tolerances, beside --unittest_command's verdict (repeatable)",
+    ),
+]
 
 
 @app.command(
@@ -121,71 +186,26 @@ def _fail(error: IntelliPerfError) -> typer.Exit:
 )
 def run(
     ctx: typer.Context,
-    build_command: Annotated[
-        str | None, typer.Option("-b", "--build_command", help="Command that builds the application")
-    ] = None,
-    instrument_command: Annotated[
-        str | None,
-        typer.Option("-i", "--instrument_command", help="Build command with line info (default: -b)"),
-    ] = None,
-    project_directory: Annotated[
-        Path, typer.Option("-p", "--project_directory", help="Project root; commands run there")
-    ] = Path("."),
-    formula: Annotated[
-        str,
-        typer.Option(
-            "-f",
-            "--formula",
-            help="A formula's name (`intelliperf formulas` lists them), diagnoseOnly or auto",
-        ),
-    ] = "auto",
-    top_n: Annotated[int, typer.Option("--top_n", help="Kernels to diagnose, hottest first")] = 10,
-    num_attempts: Annotated[
-        int, typer.Option("--num_attempts", help="Replies of the model to try, at most")
-    ] = 10,
-    candidates: Annotated[
-        int, typer.Option("--candidates", help="Best-of-N: replies per round, asked with the same prompt")
-    ] = 1,
-    tolerance: Annotated[
-        float | None, typer.Option("-t", "--accordo_absolute_tolerance", help="Validation absolute tolerance")
-    ] = None,
-    unittest_command: Annotated[
-        str | None,
-        typer.Option(
-            "--unittest_command",
-            help="Judge rewrites by the project's own tests (a shell command, exit 0 = correct) instead of "
-            "Accordo: rewrites may then change data layouts and host code",
-        ),
-    ] = None,
-    model: Annotated[str, typer.Option("-m", "--model", help="LLM model")] = "gpt-4o",
-    provider: Annotated[
-        str, typer.Option("-r", "--provider", help="LLM provider (LiteLLM prefix)")
-    ] = "openai",
-    api_base: Annotated[str | None, typer.Option("--api_base", help="OpenAI-compatible endpoint")] = None,
-    output_file: Annotated[
-        Path | None, typer.Option("-o", "--output_file", help="Write the JSON report here")
-    ] = None,
-    summary_file: Annotated[
-        Path | None, typer.Option("--summary_file", help="Write the Markdown summary (the PR body) here")
-    ] = None,
+    build_command: BuildCommand = None,
+    instrument_command: InstrumentCommand = None,
+    project_directory: ProjectDirectory = Path("."),
+    formula: Formula = "auto",
+    top_n: TopN = 10,
+    num_attempts: NumAttempts = 10,
+    candidates: Candidates = 1,
+    tolerance: Tolerance = None,
+    unittest_command: UnittestCommand = None,
+    model: Model = "gpt-4o",
+    provider: Provider = "openai",
+    api_base: ApiBase = None,
+    output_file: OutputFile = None,
+    summary_file: SummaryFile = None,
     in_place: Annotated[
         bool, typer.Option("-l", "--in_place", help="Write the best validated rewrite back into the project")
     ] = False,
-    kernel: Annotated[
-        str | None, typer.Option("-k", "--kernel", help="Only kernels matching this regex")
-    ] = None,
-    replay: Annotated[
-        Path | None,
-        typer.Option("--replay", help="Use a profile recorded on a GPU machine instead of the GPU"),
-    ] = None,
-    compare_file: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--compare_file",
-            help="A file the application writes (relative to the project), compared between the original "
-            "and each rewrite with Accordo's tolerances, beside --unittest_command's verdict (repeatable)",
-        ),
-    ] = None,
+    kernel: Kernel = None,
+    replay: Replay = None,
+    compare_file: CompareFile = None,
     gpu_vendor: Annotated[
         str | None,
         typer.Option(
@@ -217,6 +237,8 @@ def run(
         )
         check_writable(output_file, "-o/--output_file")
         check_writable(summary_file, "--summary_file")
+        if replay is not None and not replay.is_dir():
+            raise SpecError(f"--replay {replay}: no such folder", hint="name a folder that holds a recording")
         from intelliperf.console import ConsoleProgress, render_report
         from intelliperf.engine.entry import run_spec
 
@@ -233,13 +255,162 @@ def run(
             summary_file.write_text(render_summary(report))
             stderr.print(f"summary written to {summary_file}", highlight=False)
         if report.optimization is not None and report.optimization.status == "aborted":
-            stderr.print(f"[bold red]error:[/bold red] {report.optimization.note}", highlight=False)
+            stderr.print(
+                f"[bold red]error:[/bold red] {escape(report.optimization.note or '')}", highlight=False
+            )
             raise typer.Exit(code=report.optimization.exit_code or 1)
     except IntelliPerfError as error:
         raise _fail(error) from None
     finally:
         if progress is not None:
             progress.close()
+
+
+SUBMIT_HELP = """Run the job on an IntelliPerf service instead of this machine, and follow it.
+
+The project (-p) is packed as the GitHub Action packs it (the files git keeps) and posted with the job
+the options make, as `intelliperf run` makes it; the job's events are followed live, then its table is
+printed and the report written. Exit code: the job's (0 succeeded; the engine's code when it failed, as
+`run` would exit; 1 another failure; 13 the service could not be reached or refused the job).
+
+The service and token: --service/--token, else INTELLIPERF_SERVICE_URL/INTELLIPERF_TOKEN, else the
+[service] table (url, token) of ~/.config/intelliperf/config.toml (or $INTELLIPERF_CONFIG).
+
+Example: intelliperf submit -p examples/transpose_bank -f diagnoseOnly
+    --replay tests/fixtures/gpu/transpose_bank/original -- ./bin/transpose
+"""
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
+    help=SUBMIT_HELP,
+    options_metavar="[OPTIONS] -- COMMAND [ARGS]...",
+)
+def submit(
+    ctx: typer.Context,
+    build_command: BuildCommand = None,
+    instrument_command: InstrumentCommand = None,
+    project_directory: ProjectDirectory = Path("."),
+    formula: Formula = "auto",
+    top_n: TopN = 10,
+    num_attempts: NumAttempts = 10,
+    candidates: Candidates = 1,
+    tolerance: Tolerance = None,
+    unittest_command: UnittestCommand = None,
+    model: Model = "gpt-4o",
+    provider: Provider = "openai",
+    api_base: ApiBase = None,
+    output_file: OutputFile = None,
+    summary_file: SummaryFile = None,
+    kernel: Kernel = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            help="A profile recorded on a GPU machine (any folder: uploaded with the project): the job is "
+            "diagnosed from it, on any worker",
+        ),
+    ] = None,
+    compare_file: CompareFile = None,
+    gpu_vendor: Annotated[
+        str, typer.Option("--gpu_vendor", help="nvidia or amd: which workers run it")
+    ] = "nvidia",
+    gpu_arch: Annotated[
+        str | None, typer.Option("--gpu_arch", help="The GPU architecture to run on (sm_90, gfx942)")
+    ] = None,
+    service: Annotated[str | None, typer.Option("--service", help="The service's URL")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="An API token for the service")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", min=0, max=9, help="0 (lowest) to 9")] = None,
+    no_follow: Annotated[
+        bool, typer.Option("--no-follow", help="Print the job's id and exit 0 once it is queued")
+    ] = False,
+    timeout_minutes: Annotated[
+        float, typer.Option("--timeout-minutes", min=0.1, help="Cancel the job if it has not ended by then")
+    ] = 360.0,
+) -> None:
+    from intelliperf.submit import exit_code_of, llm_key, pack_with_replay, resolve_service, submit_job
+
+    try:
+        url, secret = resolve_service(service, token)
+        check_writable(output_file, "-o/--output_file")
+        check_writable(summary_file, "--summary_file")
+        archive, replay_folder, files = pack_with_replay(project_directory, replay)
+        spec = _spec_from_options(
+            list(ctx.args),
+            build_command=build_command,
+            instrument_command=instrument_command,
+            project_directory=Path("."),  # the archive is the project
+            formula=formula,
+            top_n=top_n,
+            num_attempts=num_attempts,
+            candidates=candidates,
+            tolerance=tolerance,
+            model=model,
+            provider=provider,
+            api_base=api_base,
+            kernel=kernel,
+            in_place=False,
+            unittest_command=unittest_command,
+            gpu_vendor=gpu_vendor,
+            compare_files=compare_file,
+        )
+        updates: dict[str, object] = {"replay": replay_folder}
+        if gpu_arch is not None:
+            updates["gpu"] = spec.gpu.model_copy(update={"arch": gpu_arch})
+        spec = JobSpec.model_validate({**spec.model_dump(), **updates})
+        stderr.print(f"… packed {files} files of {project_directory} ({len(archive) / 2**20:.2f} MiB)")
+        key = llm_key(spec)
+        submission = submit_job(
+            spec,
+            archive,
+            url=url,
+            token=secret,
+            secrets={"llm_key": key} if key else {},
+            follow=not no_follow,
+            timeout_s=timeout_minutes * 60,
+            on_line=lambda line: stderr.print(line, highlight=False, markup=False),
+            priority=priority,
+        )
+    except PydanticValidationError as exc:
+        raise _fail(SpecError(_explain_validation(exc))) from None
+    except IntelliPerfError as error:
+        raise _fail(error) from None
+    job = submission.job
+    if not submission.followed:
+        stdout.print(job["id"], highlight=False)
+        return
+    _show_job(job, submission.report, output_file, summary_file)
+    raise typer.Exit(code=exit_code_of(job))
+
+
+def _show_job(
+    job: dict[str, object],
+    report: dict[str, object] | None,
+    output_file: Path | None,
+    summary_file: Path | None,
+) -> None:
+    """The finished job as `run` shows its own: the report's table, then the job's line; the files."""
+    from intelliperf.console import render_report
+
+    parsed = Report.model_validate(report) if report is not None else None
+    if parsed is not None:
+        render_report(parsed, stdout)
+    line = f"job {job['id']}: {job['status']}" + (f" ({job['outcome']})" if job.get("outcome") else "")
+    if job.get("speedup"):
+        line += f", speedup {float(job['speedup']):.3g}x"  # type: ignore[arg-type]
+    if job.get("pr_url"):
+        line += f", pull request {job['pr_url']}"
+    stdout.print(line, highlight=False)
+    if job.get("error"):
+        stderr.print(f"[bold red]error:[/bold red] {escape(str(job['error']))}", highlight=False, markup=True)
+    if output_file is not None and report is not None:
+        output_file.write_text(json.dumps(report, indent=2))
+        stderr.print(f"report written to {output_file}", highlight=False)
+    if summary_file is not None and parsed is not None:
+        from intelliperf.summary import render_summary
+
+        summary_file.write_text(render_summary(parsed))
+        stderr.print(f"summary written to {summary_file}", highlight=False)
 
 
 VALIDATE_HELP = """Check a candidate build of a kernel against the reference build, then time both.
@@ -409,6 +580,7 @@ def full_app() -> typer.Typer:
 
         register_service(app, start_workers=start_local_workers)
         register_worker(app)
+        __import__("intelliperf.mcp_server").mcp_server.register(app)  # `mcp`: its SDK loads when it runs
         _composed = True
     return app
 

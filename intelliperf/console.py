@@ -117,13 +117,15 @@ def regions_table(profile: IntraKernelProfile) -> Table:
 
 
 def render_report(report: Report, console: Console) -> None:
+    # kernels by the demangled names the table shows (diagnoses carry the mangled one)
+    shown = {kernel.name: kernel.demangled for kernel in report.kernels}
     if report.device:
         console.print(f"Device: {report.device.name} ({report.device.arch})", highlight=False)
     console.print(kernel_table(report))
     for diagnosis in report.bottlenecks:
+        name = escape(_short(shown.get(diagnosis.kernel, diagnosis.kernel), 60))
         console.print(
-            f"[bold]{diagnosis.formula}[/bold] in {_short(diagnosis.kernel, 60)}: {diagnosis.summary}",
-            highlight=False,
+            f"[bold]{diagnosis.formula}[/bold] in {name}: {escape(diagnosis.summary)}", highlight=False
         )
         for loc in diagnosis.locations[:1]:
             for line in loc.code:
@@ -132,9 +134,8 @@ def render_report(report: Report, console: Console) -> None:
     if report.intra_kernel is not None and report.intra_kernel.regions:
         console.print(regions_table(report.intra_kernel))
     if report.selected:
-        console.print(
-            f"Selected: {report.selected.formula} on {report.selected.kernel} — {report.selected.why}"
-        )
+        name = shown.get(report.selected.kernel, report.selected.kernel)
+        console.print(f"Selected: {report.selected.formula} on {name} — {report.selected.why}", markup=False)
     elif not report.bottlenecks and report.diagnoses:
         console.print("[green]No bottleneck found by the formulas run.[/green]")
     for warning in report.warnings:

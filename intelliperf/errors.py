@@ -10,7 +10,9 @@
     ├── NoLineInfoError                   exit 8   the kernel was built without -lineinfo
     ├── ProfileError                      exit 9   the tracer or the counter pass failed on a running program
     ├── NativeBuildError                  exit 10  the Accordo capture library failed to compile
-    └── ValidationError                   exit 11  Accordo could not judge (not: the candidate was wrong)
+    ├── ValidationError                   exit 11  Accordo could not judge (not: the candidate was wrong)
+    ├── LlmError                          exit 12  no LLM key, or the provider refused or cannot be reached
+    └── SubmitError                       exit 13  the IntelliPerf service could not be reached or refused
 
 The CLI prints ``str(error)`` and exits with ``error.exit_code``; no traceback reaches the user.
 """
@@ -18,6 +20,7 @@ The CLI prints ``str(error)`` and exits with ``error.exit_code``; no traceback r
 from __future__ import annotations
 
 __all__ = [
+    "OUTCOME_BY_EXIT_CODE",
     "AppError",
     "BuildError",
     "IntelliPerfError",
@@ -27,8 +30,10 @@ __all__ = [
     "NoLineInfoError",
     "ProfileError",
     "SpecError",
+    "SubmitError",
     "ToolMissingError",
     "ValidationError",
+    "plain_message",
 ]
 
 
@@ -94,6 +99,38 @@ class LlmError(IntelliPerfError):
     """No key, an endpoint that refuses it or cannot be reached."""
 
     exit_code = 12
+
+
+class SubmitError(IntelliPerfError):
+    """The IntelliPerf service (``intelliperf submit``) could not be reached, or refused the request."""
+
+    exit_code = 13
+
+
+OUTCOME_BY_EXIT_CODE = {
+    error.exit_code: outcome
+    for error, outcome in (
+        (SpecError, "bad_spec"),
+        (NoGpuError, "no_gpu"),
+        (ToolMissingError, "tool_missing"),
+        (BuildError, "build_failed"),
+        (AppError, "app_failed"),
+        (KernelNotFoundError, "kernel_not_found"),
+        (NoLineInfoError, "no_line_info"),
+        (ProfileError, "profiler_failed"),
+        (NativeBuildError, "native_build_failed"),
+        (ValidationError, "validation_error"),
+        (LlmError, "llm_error"),
+    )
+}
+"""The outcome a service job records when its engine exits with each code: the worker writes it, and
+``intelliperf submit`` exits with the code again."""
+
+
+def plain_message(message: str) -> str:
+    """A pydantic error's message without the "Value error, " or "Assertion failed, " it puts before the
+    text a validator raised: what the user reads is the rule, not the exception's class."""
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
 def tail(text: str | bytes | None, lines: int = 25) -> str:

@@ -6,11 +6,15 @@ the broker's visibility timeout must outlast the longest job, or Redis hands the
 worker while the first still runs (the service's claim makes that harmless, but wasteful).
 
 ``QueueSettings`` are what both the service and a worker read from the environment; Celery is imported
-when an app is made (the engine's own install has no Celery).
+when an app is made (the engine's own install has no Celery). Their ``data_dir`` (INTELLIPERF_DATA_DIR) is
+the embedded default's folder, by default the user's data directory (``default_data_dir``): `intelliperf
+serve`, `intelliperf tokens` and a worker on the filesystem broker all find the same one, whatever folder
+they are started in.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,17 +26,47 @@ from intelliperf.repository_hosts import HOSTS_SETTING, normalized_host
 if TYPE_CHECKING:
     from celery import Celery
 
-__all__ = ["RUN_JOB", "QueueSettings", "celery_priority", "make_celery"]
+__all__ = [
+    "FILESYSTEM_BROKER",
+    "RUN_JOB",
+    "QueueSettings",
+    "celery_priority",
+    "default_data_dir",
+    "make_celery",
+]
 
 RUN_JOB = "intelliperf.run_job"
+FILESYSTEM_BROKER = "filesystem://localhost/"
+"""The embedded broker's URL: its folders are transport options (``make_celery``); the host is named so
+kombu does not warn that none was supplied."""
+
+
+def default_data_dir() -> Path:
+    """The user's data directory for IntelliPerf: platformdirs' ``user_data_dir("intelliperf")``
+    (``$XDG_DATA_HOME/intelliperf``, else ``~/.local/share/intelliperf`` on Linux; ``~/Library/Application
+    Support/intelliperf`` on macOS). Without platformdirs (an install without the service extra, such as a
+    GPU node's worker, which needs no data folder unless it uses the filesystem broker) the same folder is
+    found as platformdirs finds it on Linux. Where no home directory can be found (a container's user
+    without one), ``intelliperf-data`` in the working folder, as before there was a default of the user's."""
+    try:
+        from platformdirs import user_data_dir
+    except ImportError:
+        xdg = os.environ.get("XDG_DATA_HOME", "")
+        base = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.local/share")
+        return Path(base) / "intelliperf" if os.path.isabs(base) else Path("intelliperf-data")
+    try:
+        return Path(user_data_dir("intelliperf"))
+    except RuntimeError:  # no home directory
+        return Path("intelliperf-data")
 
 
 class QueueSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="INTELLIPERF_", extra="ignore", env_ignore_empty=True)
 
     data_dir: Path = Field(
-        default=Path("intelliperf-data"),
-        description="Where the embedded defaults live: the SQLite database, the filesystem broker",
+        default_factory=default_data_dir,
+        description="Where the embedded defaults live: the SQLite database, the filesystem broker, the "
+        "secrets `intelliperf serve` makes and its log (default: the user's data directory)",
     )
     broker_url: str | None = Field(
         default=None, description="Celery broker, e.g. redis://127.0.0.1:6379/0 (default: files in data_dir)"
@@ -48,6 +82,11 @@ class QueueSettings(BaseSettings):
         description="The git hosts (host or host:port, comma-separated in the environment) a job's "
         "repository may be on: the only ones git credentials are sent to, over https",
     )
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand_home(cls, folder: Path) -> Path:
+        return folder.expanduser()  # "~/..." means the same folder to serve, tokens and workers
 
     @field_validator("github_hosts", mode="before")
     @classmethod
@@ -68,7 +107,7 @@ class QueueSettings(BaseSettings):
 
     @property
     def resolved_broker_url(self) -> str:
-        return self.broker_url or "filesystem://"
+        return self.broker_url or FILESYSTEM_BROKER
 
     @property
     def broker_folder(self) -> Path:

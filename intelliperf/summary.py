@@ -26,7 +26,7 @@ from intelliperf.contract.report import (
 )
 from intelliperf.errors import SpecError
 
-__all__ = ["render_summary"]
+__all__ = ["format_number", "render_summary"]
 
 REASON_WIDTH = 120
 MAX_LOCATIONS = 5
@@ -79,7 +79,9 @@ def _ns(ns: float) -> str:
     return f"{ns:,.0f} ns"
 
 
-def _num(value: float) -> str:
+def format_number(value: float) -> str:
+    """A metric's value as every surface shows it (summary, terminal, dashboard): whole numbers with
+    thousands separated by commas, others to 4 significant digits."""
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
     return f"{value:,.4g}"
@@ -249,8 +251,8 @@ def _speedup(speedup: Speedup) -> str:
 def _metric(best: BestResult) -> str:
     row = [
         _cell(best.metric_name),
-        _num(best.metric_before),
-        _num(best.metric_after),
+        format_number(best.metric_before),
+        format_number(best.metric_after),
         _change(best.metric_before, best.metric_after),
     ]
     table = _table(["metric", "before", "after", "change"], [row], "lrrr")
@@ -334,7 +336,7 @@ def _attempt_row(attempt: Attempt, best: int | None) -> list[str]:
         attempt.status,
         _cell(_first_line(attempt.reason)),
         "—" if speedup is None else f"{speedup.median:.2f}x",
-        "—" if attempt.metric_after is None else _num(attempt.metric_after),
+        "—" if attempt.metric_after is None else format_number(attempt.metric_after),
         tokens,
         work,
         llm,

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -19,6 +20,37 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "fixtures" / "gpu"
+
+
+PREFERRED_PORT = 8000
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def choose_port(asked: int | None) -> int:
+    """The port asked for (refused when taken), else 8000, else a free one, saying so."""
+    if asked is not None:
+        if not port_is_free(asked):
+            raise SystemExit(f"port {asked} is taken by another program: give another --port, or none")
+        return asked
+    if port_is_free(PREFERRED_PORT):
+        return PREFERRED_PORT
+    port = free_port()
+    print(f"port {PREFERRED_PORT} is taken by another program: the demo serves on port {port}", flush=True)
+    return port
 
 
 def has_gpu() -> bool:
@@ -75,7 +107,7 @@ def finding(report: dict[str, object]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=None, help="default: 8000, or a free port if it is taken")
     parser.add_argument("--keep", action="store_true", help="keep the stack running for the dashboard")
     parser.add_argument("--replay", action="store_true", help="use the recorded profiles even with a GPU")
     parser.add_argument("--only", action="append", help="only this example (repeatable)")
@@ -84,13 +116,14 @@ def main() -> int:
     replay = args.replay or not has_gpu()
     data_dir = args.data_dir
     env = {**os.environ, "INTELLIPERF_DATA_DIR": str(data_dir)}
-    url = f"http://127.0.0.1:{args.port}"
+    port = choose_port(args.port)
+    url = f"http://127.0.0.1:{port}"
     data_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir / "stack.log"
     print(f"starting the embedded stack on {url} (data in {data_dir}, its log in {log})", flush=True)
-    with log.open("ab") as sink:  # the server's access log and the worker's banner stay out of the way
+    with log.open("ab") as sink:  # serve's console (its job lines: the demo prints each job's its own way)
         server = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "intelliperf"), "serve", "--port", str(args.port)],
+            [str(ROOT / ".venv" / "bin" / "intelliperf"), "serve", "--port", str(port)],
             env=env,
             cwd=ROOT,
             stdout=sink,

@@ -24,6 +24,7 @@ from intelliperf.contract import JobSpec
 from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
 from service.deliveries import forget_deliveries
+from service.job_log import note
 from service.secrets import delete_secrets
 
 __all__ = [
@@ -82,6 +83,7 @@ def _spec_hash(spec: JobSpec | dict[str, Any], archive: bytes | None, priority: 
 
 def add_event(session: Session, job_id: str, kind: str, message: str, stage: str | None = None) -> None:
     session.add(JobEvent(job_id=job_id, kind=kind, stage=stage, message=message))
+    note(session, job_id, kind, message, stage)
 
 
 def add_event_batch(
@@ -104,6 +106,8 @@ def add_event_batch(
             for kind, message, stage in events
         ]
         session.execute(_INSERT_EVENT, rows)
+        for kind, message, stage in events:
+            note(session, job_id, kind, message, stage)
     return True
 
 
@@ -162,6 +166,7 @@ def submit(
         # the common submission in one round trip: the job and its first event in one statement
         event = {"event_at": now, "event_stage": "queued", "event_message": message}
         connection.execute(_INSERT_JOB_WITH_EVENT, values | event)
+        note(session, values["id"], "state", message, "queued")
         return Job(**values), True
     if scope is None:  # nothing unique to collide on
         connection.execute(_INSERT_JOB, values)
@@ -180,6 +185,7 @@ def submit(
         _INSERT_EVENT,
         {"job_id": values["id"], "created_at": now, "kind": "state", "stage": "queued", "message": message},
     )
+    note(session, values["id"], "state", message, "queued")
     # the job as it was written, detached (no query to read it back)
     return Job(**values), True
 

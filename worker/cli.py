@@ -7,8 +7,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 from rich.console import Console
@@ -21,16 +22,22 @@ stderr = Console(stderr=True, soft_wrap=True)
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def worker_commands(queues: list[str] | None) -> list[tuple[list[str], dict[str, str]]]:
+def worker_commands(
+    queues: list[str] | None, *, quiet: bool = False
+) -> list[tuple[list[str], dict[str, str]]]:
     """The celery command and environment of each worker process: one per visible GPU, else one.
 
     Each process's name is the operator's INTELLIPERF_WORKER_NAME, else the host's name and this process's
     id, followed by what it serves (``-cpu``, ``-gpu0``, ``-amd-gpu0``): two ``intelliperf worker`` on one
-    host never share a name, which the service would take for one worker restarting."""
+    host never share a name, which the service would take for one worker restarting.
+
+    ``quiet`` (the local workers of `intelliperf serve` without ``-v``): no banner (celery ``--quiet``) and
+    warnings and errors only; the service reports their jobs' events itself."""
     host = socket.gethostname()
     prefix = os.environ.get("INTELLIPERF_WORKER_NAME") or f"{host}-{os.getpid()}"
-    base = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-P", "solo", "--concurrency", "1"]
-    base += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+    base = [sys.executable, "-m", "celery", *(["--quiet"] if quiet else []), "-A", "worker.app", "worker"]
+    base += ["-P", "solo", "--concurrency", "1", "--without-gossip", "--without-mingle"]
+    base += ["--loglevel", "WARNING" if quiet else "INFO"]
     gpus = detect_gpus()
     if not gpus:
         name = f"{prefix}-cpu"
@@ -85,13 +92,40 @@ def _environment(env: dict[str, str]) -> dict[str, str]:
     return full_env
 
 
-def start_local_workers(service_url: str) -> list[subprocess.Popen[bytes]]:
+def _copy(source: IO[bytes], log: IO[bytes]) -> None:
+    """A worker's output, line by line, to the console and the log (verbose `serve`)."""
+    with log:
+        for line in source:
+            for sink in (sys.stderr.buffer, log):
+                sink.write(line)
+                sink.flush()
+
+
+def start_local_workers(
+    service_url: str, *, log: Path | None = None, verbose: bool = True
+) -> list[subprocess.Popen[bytes]]:
     """The embedded default's workers (`intelliperf serve --worker`), started beside the API at
-    ``service_url`` (the worker token is in the environment they inherit)."""
-    return [
-        subprocess.Popen(argv, env=_environment({**env, "INTELLIPERF_SERVICE_URL": service_url}))
-        for argv, env in worker_commands(None)
-    ]
+    ``service_url`` (the worker token and the data folder are in the environment they inherit).
+
+    With ``log``, their output is appended to it: only their warnings and errors, without Celery's banner,
+    unless ``verbose``, which also copies their output (banner and INFO, as `intelliperf worker` writes
+    them) to this process's standard error. Without ``log``, they write to the console at INFO."""
+    processes = []
+    for argv, env in worker_commands(None, quiet=log is not None and not verbose):
+        full_env = _environment({**env, "INTELLIPERF_SERVICE_URL": service_url, "PYTHONUNBUFFERED": "1"})
+        if log is None:
+            processes.append(subprocess.Popen(argv, env=full_env))
+            continue
+        sink = log.open("ab")
+        if not verbose:
+            with sink:
+                processes.append(subprocess.Popen(argv, env=full_env, stdout=sink, stderr=subprocess.STDOUT))
+            continue
+        process = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert process.stdout is not None
+        threading.Thread(target=_copy, args=(process.stdout, sink), name="worker-output", daemon=True).start()
+        processes.append(process)
+    return processes
 
 
 def register(app: typer.Typer) -> None:

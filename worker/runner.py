@@ -16,6 +16,7 @@ from typing import Literal
 
 from intelliperf.contract import JobSpec, Report
 from intelliperf.contract.worker import ClaimedJob, JobResult
+from intelliperf.errors import OUTCOME_BY_EXIT_CODE
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
 from worker.executor import EngineEvent, ExecutionResult, Executor
@@ -26,23 +27,10 @@ from worker.scratch import job_scratch
 from worker.service_client import NotDelivered, ServiceClient
 from worker.source import SourceError, checkout, from_archive
 
-__all__ = ["OUTCOME_BY_EXIT_CODE", "JobRunner", "classify", "github_token_from_env"]
+__all__ = ["JobRunner", "classify", "github_token_from_env"]
 
 log = logging.getLogger(__name__)
 
-OUTCOME_BY_EXIT_CODE = {
-    2: "bad_spec",
-    3: "no_gpu",
-    4: "tool_missing",
-    5: "build_failed",
-    6: "app_failed",
-    7: "kernel_not_found",
-    8: "no_line_info",
-    9: "profiler_failed",
-    10: "native_build_failed",
-    11: "validation_error",
-    12: "llm_error",
-}
 CANCEL_CHECK_S = 1.0
 
 

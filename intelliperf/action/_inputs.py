@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from intelliperf.contract import JobSpec
+from intelliperf.errors import plain_message
 
 __all__ = [
     "APPLICATION_KEYS",
@@ -365,7 +366,7 @@ def build_spec(inputs: ActionInputs, github: GithubContext) -> JobSpec:
         where = ".".join(loc)
         if loc[:1] == ["applications"] and len(loc) > 1:
             where = f"applications[{loc[1]}]" + "".join(f".{p}" for p in loc[2:])
-        raise InputError(name, f"{where}: {err['msg']}") from None
+        raise InputError(name, f"{where}: {plain_message(err['msg'])}") from None
 
 
 def idempotency_key(inputs: ActionInputs, github: GithubContext, spec: JobSpec) -> str | None:

@@ -18,7 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from intelliperf.action._client import FINISHED, ServiceClient, ServiceError
+from intelliperf.action._client import ServiceClient, ServiceError
+from intelliperf.action._follow import TimedOut, follow_job
 from intelliperf.action._inputs import (
     ActionInputs,
     GithubContext,
@@ -33,65 +34,14 @@ from intelliperf.action._workflow import Workflow
 __all__ = ["EXIT_INPUT", "EXIT_JOB", "EXIT_OK", "EXIT_SERVICE", "EXIT_TIMEOUT", "main", "run"]
 
 EXIT_OK, EXIT_JOB, EXIT_INPUT, EXIT_SERVICE, EXIT_TIMEOUT = 0, 1, 2, 3, 4
-STREAM_RECONNECTS = 20
 
 
 class _Stopped(Exception):
     """The runner asked the step to stop (the workflow was cancelled)."""
 
 
-class _TimedOut(Exception):
-    pass
-
-
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     raise _Stopped(signal.Signals(signum).name)
-
-
-def _event_line(event_kind: str, data: dict[str, Any]) -> str:
-    message = str(data.get("message", ""))
-    stage = data.get("stage")
-    if event_kind == "stage":
-        return f"[{stage}] {message}" if stage else message
-    if event_kind == "state":
-        return f"== {message}"
-    return message
-
-
-def _follow(
-    client: ServiceClient, flow: Workflow, job_id: str, deadline: float, *, retry_wait_s: float
-) -> None:
-    """Stream the job's events into the log until the ``end`` event; reconnect where the stream broke."""
-    last, breaks = 0, 0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _TimedOut
-        try:
-            for event in client.events(job_id, after=last, read_timeout_s=max(1.0, min(60.0, remaining))):
-                if event.id is not None:
-                    last = event.id
-                if event.kind == "end":
-                    return
-                if event.kind != "keep-alive":
-                    for line in _event_line(event.kind, event.data).splitlines() or [""]:
-                        flow.line(line)
-                if time.monotonic() > deadline:
-                    raise _TimedOut
-        except ServiceError as exc:
-            if exc.status is not None and exc.status < 500:
-                raise
-            breaks += 1
-            if breaks > STREAM_RECONNECTS:
-                raise
-            if time.monotonic() + retry_wait_s > deadline:
-                raise _TimedOut from None
-            flow.line(f"(the event stream broke: {exc}; reconnecting)")
-            time.sleep(retry_wait_s)
-            continue
-        # the stream ended without `end` (a proxy closed it): check the job, resume if it still runs
-        if client.job(job_id)["status"] in FINISHED:
-            return
 
 
 def _fmt_speedup(value: object) -> str:
@@ -292,7 +242,7 @@ def run(env: Mapping[str, str], *, retry_wait_s: float = 1.0) -> int:
                 try:
                     title = f"IntelliPerf job {job_id}" + (f" ({name})" if len(specs) > 1 else "")
                     with flow.group(f"{title}: events"):
-                        _follow(client, flow, job_id, deadline, retry_wait_s=retry_wait_s)
+                        follow_job(client, job_id, deadline, on_line=flow.line, retry_wait_s=retry_wait_s)
                 finally:
                     for sig, handler in previous.items():
                         signal.signal(sig, handler)
@@ -303,7 +253,7 @@ def run(env: Mapping[str, str], *, retry_wait_s: float = 1.0) -> int:
         except ServiceError as exc:
             flow.error(str(exc), title="IntelliPerf: service")
             return EXIT_SERVICE
-        except _TimedOut:
+        except TimedOut:
             unfinished = job_ids[len(finished) :]
             flow.error(
                 f"IntelliPerf job {' '.join(unfinished)} did not finish within "

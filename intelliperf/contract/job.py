@@ -153,6 +153,19 @@ class Tolerances(_Strict):
     ] = "auto"
 
 
+PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "azure": "AZURE_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+}
+"""The variable LiteLLM reads a provider's key from when it is given none."""
+
+
 class LlmSettings(_Strict):
     model: str = Field(default="gpt-4o", description="Model name; with provider gives 'provider/model'")
     provider: str = Field(default="openai", description="LiteLLM provider prefix")
@@ -165,6 +178,12 @@ class LlmSettings(_Strict):
     @property
     def litellm_model(self) -> str:
         return self.model if "/" in self.model else f"{self.provider}/{self.model}"
+
+    @property
+    def key_variables(self) -> list[str]:
+        """Where the key may be, in order: ``key_env``, then the provider's own variable."""
+        fallback = PROVIDER_KEYS.get(self.litellm_model.split("/", 1)[0])
+        return [self.key_env] + ([fallback] if fallback else [])
 
 
 class PullRequestSettings(_Strict):

@@ -20,18 +20,6 @@ from intelliperf.errors import LlmError
 
 __all__ = ["LlmError", "LlmUsage", "check_credentials", "key_of", "make_lm", "usage_of_last_call"]
 
-# The variables LiteLLM reads for a provider when no key is passed.
-PROVIDER_KEYS = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "azure": "AZURE_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-}
-
 
 @dataclass(frozen=True)
 class LlmUsage:
@@ -39,18 +27,12 @@ class LlmUsage:
     tokens_out: int | None
 
 
-def _key_variables(settings: LlmSettings) -> list[str]:
-    """Where the key may be, in order: the configured variable, then the provider's own."""
-    fallback = PROVIDER_KEYS.get(settings.litellm_model.split("/", 1)[0])
-    return [settings.key_env] + ([fallback] if fallback else [])
-
-
 def key_of(settings: LlmSettings) -> str | None:
-    return next((os.environ[name] for name in _key_variables(settings) if os.environ.get(name)), None)
+    return next((os.environ[name] for name in settings.key_variables if os.environ.get(name)), None)
 
 
 def _key_hint(settings: LlmSettings) -> str:
-    return " or ".join(f"${name}" for name in _key_variables(settings))
+    return " or ".join(f"${name}" for name in settings.key_variables)
 
 
 def make_lm(settings: LlmSettings) -> Any:

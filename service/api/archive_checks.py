@@ -22,6 +22,7 @@ import asyncio
 import math
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import defaultdict, deque
@@ -56,8 +57,10 @@ class CheckerDied(Exception):
 def _prepare_child() -> None:
     """Runs first in each checking process: lower its priority, and end it once the API process is gone (one
     killed with SIGKILL never shuts its pool down, and the child holds both ends of its queue's pipe, so
-    it would wait for work forever)."""
+    it would wait for work forever). A terminal's Ctrl-C, which reaches every process of its group, is left
+    to the API process, which shuts its pool down (here it only printed a KeyboardInterrupt's traceback)."""
     os.nice(CHILD_NICENESS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
 
 

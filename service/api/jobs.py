@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from intelliperf.contract import JobSpec
+from intelliperf.errors import plain_message
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
 from service.api.archive_checks import ArchiveChecks, CheckerDied, CheckRefused
@@ -83,7 +84,11 @@ def _parse_spec(raw: bytes | str, *where: str) -> JobSpec:
         return JobSpec.model_validate_json(raw)
     except ValidationError as exc:
         details = [
-            {"loc": [*where, *(str(p) for p in err["loc"])], "msg": err["msg"], "type": err["type"]}
+            {
+                "loc": [*where, *(str(p) for p in err["loc"])],
+                "msg": plain_message(err["msg"]),
+                "type": err["type"],
+            }
             for err in exc.errors(include_url=False, include_context=False, include_input=False)
         ]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, details) from None

@@ -14,6 +14,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from intelliperf.summary import format_number
+
 __all__ = ["STATIC", "TEMPLATES", "render", "static_version"]
 
 HERE = Path(__file__).resolve().parent
@@ -79,11 +81,8 @@ def percent(fraction: float | None) -> str:
 
 
 def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}".replace(",", " ")
-    return f"{value:.4g}"
+    """As the summary the page embeds writes it (intelliperf.summary.format_number)."""
+    return "" if value is None else format_number(value)
 
 
 def timestamp(value: datetime | None) -> str:

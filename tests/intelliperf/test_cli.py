@@ -23,8 +23,10 @@ from tests.conftest import gpu_available
 from tests.recorded import EXAMPLES, RECORDED, ROOT
 
 
-def intelliperf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
+def intelliperf(
+    *args: str, cwd: Path = ROOT, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")} | (env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "intelliperf", *args],
         cwd=cwd,
@@ -56,6 +58,9 @@ def test_run_prints_the_table_and_writes_the_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Top kernels" in result.stdout and "bankConflict" in result.stdout
     assert "transpose.cu:59" in result.stdout
+    # the diagnosis names the kernel as the table does, not by its mangled name
+    assert "bankConflict in transpose_tiled(float const*, float*, int, int):" in result.stdout
+    assert "_Z15transpose_tiled" not in result.stdout
     for stage in ("timing", "counters", "diagnose"):
         assert f"✓ {stage}" in result.stderr
     report = Report.model_validate_json(output.read_text())
@@ -117,6 +122,7 @@ def test_bad_options_are_exit_2_with_the_field(args: list[str], message: str) ->
     result = replay("transpose_bank", *args)
     assert result.returncode == SpecError.exit_code, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+    assert "Value error" not in result.stderr  # the rule, not the exception's class
 
 
 def test_missing_application_command_and_project() -> None:
@@ -126,6 +132,13 @@ def test_missing_application_command_and_project() -> None:
         "run", "--replay", str(RECORDED / "transpose_bank" / "original"), "-p", "/no/such/dir", "--", "./a"
     )
     assert result.returncode == SpecError.exit_code and "/no/such/dir" in result.stderr
+
+
+def test_replay_of_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    result = intelliperf("run", "--replay", str(tmp_path / "nowhere"), "-p", str(EXAMPLES / "transpose_bank"),
+                         "--", "./app")  # fmt: skip
+    assert result.returncode == SpecError.exit_code
+    assert f"--replay {tmp_path / 'nowhere'}: no such folder" in result.stderr
 
 
 def test_replay_of_a_folder_that_is_not_a_recording_is_bad_input(tmp_path: Path) -> None:
@@ -224,7 +237,9 @@ def test_a_replay_says_it_reads_a_recording() -> None:
 
 
 def test_run_help_shows_where_the_command_goes() -> None:
-    result = intelliperf("run", "--help")
+    result = intelliperf("run", "--help", env_extra={"COLUMNS": "80"})
     assert result.returncode == 0
     assert "[OPTIONS] -- COMMAND [ARGS]..." in result.stdout
+    # every option whole, with its default, on an 80-column terminal
+    assert "-t, --accordo_absolute_tolerance <float>" in result.stdout and "1e-06" in result.stdout
     assert "intelliperf formulas" in result.stdout

@@ -211,6 +211,9 @@ def test_the_job_page_renders_fields_report_summary_and_diff(live: LiveService, 
     markdown = page.split('<div class="markdown">')[1].split("</div>")[0]
     assert "<h2>IntelliPerf: Shared-memory bank conflicts in <code>transpose_tiled(" in markdown
     assert "<h3>Bottleneck</h3>" in markdown and "<strong>high</strong>" in markdown
+    # one way to write a number: the summary's and the page's own tables alike
+    before = f"{int(REPORT['best']['metric_before']):,}"
+    assert before in markdown and page.count(before) > markdown.count(before)
     assert 'class="d-add"' in page and 'class="d-del"' in page
     assert report.json() == REPORT
     assert diff.text == REPORT["diff"]

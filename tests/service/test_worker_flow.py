@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from intelliperf.jobqueue import FILESYSTEM_BROKER
 from service.db.migrate import upgrade
 from service.settings import ServiceSettings
 from tests.service.conftest import (
@@ -86,7 +87,7 @@ def test_a_job_runs_on_a_worker_and_streams_its_events_live(live: LiveService, t
         assert client.get(f"/v1/jobs/{job_id}/diff").status_code == 404  # diagnosis only: no rewrite
         # the embedded broker keeps all its files (messages, control) in the data folder
         assert (
-            live.settings.resolved_broker_url != "filesystem://"
+            live.settings.resolved_broker_url != FILESYSTEM_BROKER
             or (live.settings.broker_folder / "control").is_dir()
         )
         workers = client.get("/v1/workers").json()
