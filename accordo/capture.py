@@ -12,7 +12,7 @@ import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -369,11 +369,16 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
 # Restoring
 
 
-def write_restore(capture: Capture, folder: str | os.PathLike[str]) -> Path:
+def write_restore(
+    capture: Capture,
+    folder: str | os.PathLike[str],
+    replace: Callable[[Launch, Buffer], bytes | None] | None = None,
+) -> Path:
     """The inputs of every launch of ``capture``, as capture mode's ACCORDO_RESTORE reads them: one file
-    per launch and parameter, ``<seq>-<param>.bin``, holding the snapshot taken before the kernel. A
-    snapshot that repeats an earlier one (a SAME record) is a hard link to that one's file, so a loop of
-    launches on unchanged buffers costs its bytes once. Returns the folder (created; must be empty)."""
+    per launch and parameter, ``<seq>-<param>.bin``, holding the snapshot taken before the kernel, or what
+    ``replace`` returns for it (None: the snapshot). A snapshot that repeats an earlier one (a SAME record)
+    and is not replaced is a hard link to that one's file, so a loop of launches on unchanged buffers costs
+    its bytes once. Returns the folder (created; must be empty)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
@@ -384,6 +389,10 @@ def write_restore(capture: Capture, folder: str | os.PathLike[str]) -> Path:
             if buffer.phase != "before":
                 continue
             path = out / f"{launch.seq}-{buffer.param_index}.bin"
+            replaced = replace(launch, buffer) if replace is not None else None
+            if replaced is not None:
+                path.write_bytes(replaced)
+                continue
             same = written.get((buffer.source_id, buffer.file_offset))
             if same is not None:
                 os.link(same, path)

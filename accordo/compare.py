@@ -75,6 +75,7 @@ __all__ = [
     "compare_captures",
     "compare_end_to_end",
     "reference_disagrees",
+    "written_params",
 ]
 
 CHUNK_BYTES = 32 << 20
@@ -301,7 +302,7 @@ def _same_bytes(a: Buffer, b: Buffer) -> bool:
     )
 
 
-def _written_params(reference: Sequence[Capture]) -> frozenset[int]:
+def written_params(reference: Sequence[Capture]) -> frozenset[int]:
     """The parameters whose buffer the reference's kernel changes at any launch of any run: its outputs."""
     written: set[int] = set()
     for capture in reference:
@@ -706,7 +707,7 @@ def compare_captures(
     count_problem = _launch_count_failure(ref_launches, candidate.launches)
     if count_problem is not None:
         return Comparison(False, "launch_count", count_problem, [], 0)
-    written = _written_params(reference)
+    written = written_params(reference)
     results: list[LaunchComparison] = []
     failures: list[tuple[int, _Failure]] = []
     noise_max = 0.0
@@ -783,7 +784,7 @@ def compare_end_to_end(
     count_problem = _launch_count_failure(ref_launches, candidate.launches)
     if count_problem is not None:
         return Comparison(False, "launch_count", f"end to end: {count_problem}", [], 0)
-    written = _written_params(reference)
+    written = written_params(reference)
     last_seen = _last_launch_of_each_output(ref_launches, written)
     failures: list[tuple[int, _Failure]] = []
     noise_max = 0.0

@@ -9,9 +9,12 @@ stable estimate of its spread (unless the captures would pass ``noise_capture_by
 runs twice under capture: once with each launch's inputs restored from the reference's first run, so
 that every launch is judged in isolation on the reference's own inputs, and once as it is, end to end
 (``accordo.compare``); a correct candidate is then timed against the reference (``accordo.speedup``).
-The candidate may crash, hang or launch nothing: those are verdicts, not exceptions. Problems with the
-reference itself raise (AppError, KernelNotFoundError, ValidationError), since nothing can be judged
-against it.
+Both then run twice more with their buffers set before every launch (``accordo.probes``): outputs full
+of NaN, and fresh inputs with outputs full of random bytes; a candidate that relied on what memory held
+or on the one input the program makes fails there, and ``ValidationResult.checks`` says which check ran
+and which failed. The candidate may crash, hang or launch nothing: those are verdicts, not exceptions.
+Problems with the reference itself raise (AppError, KernelNotFoundError, ValidationError), since nothing
+can be judged against it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from intelliperf.contract.report import Speedup, ValidationResult
+from intelliperf.contract.report import JudgeCheck, Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
 from .capture import Capture, CaptureRun, run_capture, write_restore
-from .compare import DEFAULT_ALPHA, combine, compare_captures, compare_end_to_end, reference_disagrees
+from .compare import (
+    DEFAULT_ALPHA,
+    Comparison,
+    combine,
+    compare_captures,
+    compare_end_to_end,
+    reference_disagrees,
+    written_params,
+)
+from .probes import PROBES, Probe, overwritten, snapshots, write_probe
 from .signature import ELEMENT_TYPES, kernel_pattern
 from .speedup import TIMERS, Timer, measure_speedup
 
@@ -56,6 +68,8 @@ class ValidationOptions:
     max_bytes: int | None = None  # cap per snapshot (ACCORDO_MAX_BYTES)
     timer: Timer = "events"  # kernel-time instrument for the speedup (accordo.speedup says why)
     warmup_launches: int = 1  # first launches of the kernel per run left out of the speedup
+    probes: bool = True  # run the reference and candidates on NaN-filled outputs and fresh inputs
+    probe_seed: int = 0  # the fresh inputs' shuffle and random bytes
 
     def __post_init__(self) -> None:
         if self.atol < 0 or self.rtol < 0:
@@ -109,6 +123,15 @@ def _candidate_failure(kernel: str, run: CaptureRun, options: ValidationOptions)
 
 
 @dataclass(frozen=True)
+class ReferenceProbe:
+    """The reference's runs under one probe (``accordo.probes``), or why the probe cannot run."""
+
+    probe: Probe
+    captures: tuple[Capture, ...] = ()
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
 class Reference:
     """The reference's calibration captures for one kernel: taken once, compared with every candidate.
     The captures stay readable (memory maps) after their files are gone. Candidates run with the same
@@ -121,6 +144,7 @@ class Reference:
     wall_s: tuple[float, ...] = ()  # each capture run's wall time
     env: Mapping[str, str] | None = None
     library: str | Path | None = None
+    probes: tuple[ReferenceProbe, ...] = ()
 
     def candidate_timeout(self, limit_s: float, *, factor: float = 10.0, floor_s: float = 30.0) -> float:
         """How long a candidate run may take: ``factor`` times the slowest reference capture run (at least
@@ -168,6 +192,7 @@ def capture_reference(
     for _ in range(options.calibration_runs):
         capture_once(options.calibration_runs)
     noisy = len(captures) > 1 and options.noise_runs > len(captures) and reference_disagrees(captures)
+    disagrees = noisy or (len(captures) > 1 and reference_disagrees(captures))
     if noisy:
         per_run = max(c.file_bytes for c in captures)
         affordable = max(len(captures), options.noise_capture_bytes // max(per_run, 1))
@@ -182,6 +207,10 @@ def capture_reference(
         )
         while len(captures) < total:
             capture_once(total)
+    probes: tuple[ReferenceProbe, ...] = ()
+    if options.probes:
+        runs = min(3, len(captures)) if disagrees else 1
+        probes = _probe_reference(kernel, reference, cwd, env, options, library, tuple(captures), runs, say)
     return Reference(
         kernel=kernel,
         command=tuple(reference),
@@ -190,7 +219,80 @@ def capture_reference(
         wall_s=tuple(walls),
         env=env,
         library=library,
+        probes=probes,
     )
+
+
+def _probe_reference(
+    kernel: str,
+    reference: Sequence[str],
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    options: ValidationOptions,
+    library: str | Path | None,
+    captures: tuple[Capture, ...],
+    runs: int,
+    say: Callable[[str], None],
+) -> tuple[ReferenceProbe, ...]:
+    """The reference under each probe: ``runs`` captures each (more than one when its runs disagree, to
+    calibrate the noise), or why the probe is skipped."""
+    original = captures[0]
+    written = written_params(captures)
+    outputs = snapshots(original, written)
+    settings = _capture_settings(kernel, env, options, library)
+
+    def run_with(folder: Path, what: str) -> tuple[Capture, ...] | str:
+        taken = []
+        for number in range(runs):
+            say(f"capturing the reference {what} ({number + 1}/{runs})")
+            run = run_capture(reference, cwd=cwd, restore=folder, **settings)
+            if run.status != "ok" or run.capture is None:
+                return f"the reference itself {run.message} {what}"
+            if run.capture.errors or any(launch.errors for launch in run.capture.launches):
+                return "its buffers could not be set before every launch"
+            taken.append(run.capture)
+        return tuple(taken)
+
+    nan, fresh = PROBES
+    with tempfile.TemporaryDirectory(prefix="accordo-probe-") as scratch:
+        whole: set[tuple[int, int]] = set()
+        if outputs:
+            folder, _ = write_probe(original, Path(scratch) / "nan-all", "prefilled_nan", outputs=outputs)
+            tried = run_with(folder, nan.what)
+            if isinstance(tried, str):
+                return (ReferenceProbe(nan, skipped=tried), ReferenceProbe(fresh, skipped=tried))
+            whole = overwritten(original, tried[0], outputs)
+        results = []
+        if not whole:
+            results.append(ReferenceProbe(nan, skipped="the kernel overwrites no output whole"))
+        elif whole == outputs:
+            results.append(ReferenceProbe(nan, captures=tried))
+        else:
+            folder, _ = write_probe(original, Path(scratch) / "nan", "prefilled_nan", outputs=whole)
+            taken = run_with(folder, nan.what)
+            results.append(_probe_of(nan, taken))
+        inputs = snapshots(original, written, of=False)
+        folder, changed = write_probe(
+            original,
+            Path(scratch) / "fresh",
+            "fresh_inputs",
+            outputs=whole,
+            inputs=inputs,
+            seed=options.probe_seed,
+        )
+        if not changed:
+            skipped = "the kernel overwrites no output whole and reads no floating-point input"
+            results.append(ReferenceProbe(fresh, skipped=skipped))
+        else:
+            taken = run_with(folder, fresh.what)
+            results.append(_probe_of(fresh, taken))
+    return tuple(results)
+
+
+def _probe_of(probe: Probe, taken: tuple[Capture, ...] | str) -> ReferenceProbe:
+    if isinstance(taken, str):
+        return ReferenceProbe(probe, skipped=taken)
+    return ReferenceProbe(probe, captures=taken)
 
 
 def _output_dir(keep_captures: str | Path | None, name: str) -> Path | None:
@@ -219,60 +321,93 @@ def check_candidate(
     keep_captures: str | Path | None = None,
 ) -> ValidationResult:
     """Capture the candidate end to end, and again with each launch's inputs restored from the reference's
-    first run, and compare both with the reference's captures (no timing)."""
+    first run, and compare both with the reference's captures; then, if it passed, under each of the
+    reference's probes (no timing). The first check that fails decides."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
     kernel = reference.kernel
-    runs: dict[str, CaptureRun] = {}
+    checks: list[JudgeCheck] = []
+
+    def capture(name: str, what: str, restore: Path | None) -> CaptureRun | ValidationResult:
+        say(what)
+        try:
+            run = run_capture(
+                candidate,
+                cwd=cwd,
+                output_dir=_output_dir(keep_captures, name),
+                restore=restore,
+                **_capture_settings(kernel, reference.env, options, reference.library),
+            )
+        except KernelNotFoundError:
+            return ValidationResult(
+                kernel=kernel,
+                passed=False,
+                failure="no_launch",
+                reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
+                **options.bounds,
+            )
+        return _candidate_failure(kernel, run, options) or run
+
+    def failed(check: str, result: ValidationResult) -> ValidationResult:
+        done = [*checks, JudgeCheck(name=check, outcome="failed", detail=result.reason)]  # type: ignore[arg-type]
+        return result.model_copy(update={"checks": done})
+
     with tempfile.TemporaryDirectory(prefix="accordo-restore-") as scratch:
+        end_to_end = capture("candidate", "capturing the candidate", None)
+        if isinstance(end_to_end, ValidationResult):
+            return failed("end_to_end", end_to_end)
         restore = write_restore(reference.captures[0], Path(scratch) / "inputs")
-        for name, what, restored in (
-            ("candidate", "capturing the candidate", None),
-            (
-                "candidate-isolated",
-                "capturing the candidate on the reference's inputs, launch by launch",
-                restore,
-            ),
-        ):
-            say(what)
-            try:
-                run = run_capture(
-                    candidate,
-                    cwd=cwd,
-                    output_dir=_output_dir(keep_captures, name),
-                    restore=restored,
-                    **_capture_settings(kernel, reference.env, options, reference.library),
-                )
-            except KernelNotFoundError:
-                return ValidationResult(
-                    kernel=kernel,
-                    passed=False,
-                    failure="no_launch",
-                    reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
-                    **options.bounds,
-                )
-            failed = _candidate_failure(kernel, run, options)
-            if failed is not None:
-                return failed
-            runs[name] = run
+        isolated = capture(
+            "candidate-isolated",
+            "capturing the candidate on the reference's inputs, launch by launch",
+            restore,
+        )
+        if isinstance(isolated, ValidationResult):
+            return failed("isolated", isolated)
 
     say("comparing buffers")
-    element_override = None if options.element_type == "auto" else options.element_type
-    settings = {
+    references = list(reference.captures)
+    assert isolated.capture is not None and end_to_end.capture is not None
+    by_launch = compare_captures(references, isolated.capture, **_compare_settings(options))
+    whole = compare_end_to_end(references, end_to_end.capture, **_compare_settings(options))
+    comparison = combine(by_launch, whole)
+    result = _result(kernel, comparison, len(reference.captures), options)
+    if not comparison.passed:
+        return failed("isolated" if comparison.reason == by_launch.reason else "end_to_end", result)
+    checks += [JudgeCheck(name="end_to_end", outcome="passed"), JudgeCheck(name="isolated", outcome="passed")]
+
+    for probe in reference.probes:
+        name = probe.probe.name
+        if probe.skipped is not None:
+            checks.append(JudgeCheck(name=name, outcome="skipped", detail=probe.skipped))
+            continue
+        with tempfile.TemporaryDirectory(prefix="accordo-probe-") as scratch:
+            folder = write_restore(probe.captures[0], Path(scratch) / "inputs")
+            run = capture(f"candidate-{name}", f"capturing the candidate {probe.probe.what}", folder)
+        if isinstance(run, ValidationResult):
+            return failed(name, _probe_result(run, probe.probe))
+        assert run.capture is not None
+        probed = compare_captures(list(probe.captures), run.capture, **_compare_settings(options))
+        if not probed.passed:
+            verdict = _result(kernel, probed, len(reference.captures), options)
+            return failed(name, _probe_result(verdict, probe.probe))
+        checks.append(JudgeCheck(name=name, outcome="passed"))
+    return result.model_copy(update={"checks": checks})
+
+
+def _compare_settings(options: ValidationOptions) -> dict[str, object]:
+    return {
         "atol": options.atol,
         "rtol": options.rtol,
         "default_element": options.default_element,
-        "element_override": element_override,
+        "element_override": None if options.element_type == "auto" else options.element_type,
         "alpha": options.alpha,
     }
-    references = list(reference.captures)
-    isolated = runs["candidate-isolated"].capture
-    end_to_end = runs["candidate"].capture
-    assert isolated is not None and end_to_end is not None
-    comparison = combine(
-        compare_captures(references, isolated, **settings),  # type: ignore[arg-type]
-        compare_end_to_end(references, end_to_end, **settings),  # type: ignore[arg-type]
-    )
+
+
+def _result(
+    kernel: str, comparison: Comparison, calibration_runs: int, options: ValidationOptions
+) -> ValidationResult:
     return ValidationResult(
         kernel=kernel,
         passed=comparison.passed,
@@ -282,9 +417,14 @@ def check_candidate(
         launches=comparison.launches,
         noise_max=comparison.noise_max,
         bound_use=comparison.bound_use,
-        calibration_runs=len(reference.captures),
+        calibration_runs=calibration_runs,
         **options.bounds,
     )
+
+
+def _probe_result(result: ValidationResult, probe: Probe) -> ValidationResult:
+    """``result`` of a run under ``probe``, its reason saying so: the reference passed that run."""
+    return result.model_copy(update={"reason": f"run {probe.what}: {result.reason}"})
 
 
 def time_candidate(

@@ -1,29 +1,28 @@
-"""The GPU record: proof that the GPU tests passed on a GPU for exactly the GPU code in this checkout.
+"""The GPU record: proof that each GPU test passed on a GPU for exactly the code it drives in this checkout.
 
 CI has no GPU, so it cannot run the tests marked ``gpu``. Instead, whoever changes code that runs on or
-drives the GPU runs those tests on a GPU machine with this script, and commits the record it writes,
-``benchmarks/results/gpu_tests.json``. The record holds a sha256 over every file listed in ``HASHED`` (the
-GPU code, the GPU tests and the programs they build, and this script), the device, the commit, and pytest's
-counts. CI (tests/test_gpu_record.py) recomputes the hash: GPU code lands only after its GPU tests passed on
-a GPU, after its last change. Any change to a hashed file makes the record stale until the tests are run
-again.
+drives the GPU runs those tests on a GPU machine with this script and commits the record it writes,
+``benchmarks/results/gpu_tests.json``. The GPU tests are split into the parts of ``PARTS``: each part names
+its test files and the files its tests drive (glob patterns), and the record holds, per part, a sha256 over
+those files and the part's own definition, with the device, the commit and pytest's counts. CI
+(tests/test_gpu_record.py) recomputes every part's hash: a change to one part's files makes that part
+stale, and only that part needs running again.
 
-The hash does not depend on file system order or file modes: sha256 over, for each file in sorted order, its
-relative POSIX path, a NUL byte, its byte length in decimal, a NUL byte, and its bytes.
+A part's hash does not depend on file system order or file modes: sha256 over the part's definition (its
+name, tests and patterns as JSON) and then, for each covered file in sorted order, its relative POSIX path,
+a NUL byte, its byte length in decimal, a NUL byte, and its bytes.
 
-One device call is limited to 10 minutes, so the tests may be run in parts and the parts merged::
+    # on the GPU machine (in the repository root): the stale parts, side by side (scripts/device-gpu-record)
+    python -m benchmarks.gpu_record stale                      # prints their names
+    python -m benchmarks.gpu_record run --part loop --commit <sha> --out /tmp/gpu_part_loop.json
 
-    # on the device machine (in the repository root; $OUT comes back)
-    python benchmarks/gpu_record.py run --out $OUT/gpu_part1.json --commit <sha> -- tests/accordo
-    python benchmarks/gpu_record.py run --out $OUT/gpu_part2.json --commit <sha> -- tests/test_gpu_loop.py
+    # locally: put the parts' records into the record, then check it
+    python -m benchmarks.gpu_record merge gpu_part_*.json
+    python -m benchmarks.gpu_record check
 
-    # locally
-    python benchmarks/gpu_record.py merge gpu_part1.json gpu_part2.json \
-        --out benchmarks/results/gpu_tests.json
-    python benchmarks/gpu_record.py check [--record benchmarks/results/gpu_tests.json]
-
-``run`` exits with pytest's exit code; ``merge`` exits 2 when the parts do not belong together; ``check``
-exits 1 when the record is stale (hash differs), shows failures or errors, or shows no passed test.
+``run`` exits with pytest's exit code; ``merge`` exits 2 when a part record is not one of this checkout's
+files (stale already) or not a passing run of its part; ``check`` exits 1 when any part is stale, missing,
+failed, passed no test, or was run with other arguments than its own; ``stale`` exits 0.
 
 Standard library only: the GPU machine has Python and pytest but not necessarily this project's dependencies.
 """
@@ -31,56 +30,135 @@ Standard library only: the GPU machine has Python and pytest but not necessarily
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from benchmarks.common import device_name
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import device_name  # noqa: E402
-
 RECORD = ROOT / "benchmarks" / "results" / "gpu_tests.json"
+FORMAT = 2
 
-# Every file that runs on or drives the GPU, as glob patterns relative to the repository root. A pattern that
-# matches nothing (e.g. a directory that does not exist yet) is fine.
-HASHED: tuple[str, ...] = (
-    # Accordo: the Python driver and the CUPTI injection library (sources, Makefile, FORMAT.md)
+
+@dataclass(frozen=True)
+class Part:
+    """A set of GPU test files run together, and the files their tests drive."""
+
+    name: str
+    tests: tuple[str, ...]
+    drives: tuple[str, ...]
+
+
+# What every GPU test depends on: which tests count as GPU tests and when they skip.
+COMMON = ("tests/conftest.py",)
+ACCORDO = (
     "accordo/**/*.py",
-    "accordo/native/*",
-    # the GPU backend and the parts of the engine that run candidates on the GPU and judge them
-    "intelliperf/gpu/**/*.py",
-    "intelliperf/gpu/ncu_sections/*",  # what the counter pass asks ncu for, per instruction
-    "intelliperf/engine/judge.py",
-    "intelliperf/engine/unittest_judge.py",  # the project-tests judge: runs and times candidates
-    "intelliperf/engine/output_files.py",  # what it compares of their outputs
-    "intelliperf/engine/candidate.py",
-    # the engine's one entry point: it picks the GPU backend, the model and the judge for every job
-    "intelliperf/engine/entry.py",
-    # the GPU tests and the programs they build
-    "tests/**/test_gpu_*.py",
+    "accordo/native/*",  # the CUPTI injection library: sources, Makefile, FORMAT.md
+    "tests/accordo/conftest.py",
     "tests/accordo/*.cu",
     "tests/accordo/*.cpp",
-    "tests/accordo/conftest.py",
-    "tests/conftest.py",  # decides which tests count as GPU tests and when they skip
-    "examples/accordo_cases/*",
-    "examples/accordo_sums/*",
-    "examples/accordo_repeat/*",
-    # this script: how the record is made
-    "benchmarks/gpu_record.py",
 )
-# Never hashed: caches and build outputs (a make in place must not make the record stale) ...
-EXCLUDED_DIRS = frozenset({"__pycache__", "bin"})
-EXCLUDED_SUFFIXES = (".pyc", ".o", ".so")
-# ... and the CPU test of this record, which "tests/**/test_gpu_*.py" would otherwise match.
-EXCLUDED_FILES = frozenset({"tests/test_gpu_record.py"})
+# what the profile passes run of Accordo: the native library, its build and the tracer's driver
+ACCORDO_PROFILER = ("accordo/__init__.py", "accordo/build.py", "accordo/trace.py", "accordo/native/*")
+GPU_BACKEND = ("intelliperf/gpu/**/*.py", "intelliperf/gpu/ncu_sections/*")
+# the parts of the engine that profile, run candidates on the GPU and judge them, and its one entry point
+ENGINE = (
+    "intelliperf/engine/entry.py",
+    "intelliperf/engine/diagnose.py",
+    "intelliperf/engine/judge.py",
+    "intelliperf/engine/unittest_judge.py",
+    "intelliperf/engine/output_files.py",
+    "intelliperf/engine/candidate.py",
+)
+# the examples the profile passes and the loop run (the accordo_* cases belong to the judge's parts)
+EXAMPLES = (
+    "examples/*.*",
+    "examples/Makefile",
+    *(
+        f"examples/{folder.name}/**/*"
+        for folder in sorted((ROOT / "examples").iterdir())
+        if folder.is_dir() and not folder.name.startswith("accordo_")
+    ),
+)
 
-PYTEST = ("-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider")
+# what `intelliperf run -f diagnoseOnly` runs: the profile passes, the engine's diagnosis, the formulas
+DIAGNOSIS = (
+    *ACCORDO_PROFILER,
+    *GPU_BACKEND,
+    "intelliperf/engine/entry.py",
+    "intelliperf/engine/diagnose.py",
+    "formulas/**/*.py",
+    *EXAMPLES,
+)
+
+PARTS: tuple[Part, ...] = (
+    Part(
+        "validate",
+        ("tests/accordo/test_gpu_validate.py",),
+        (*ACCORDO, "examples/accordo_cases/*", "examples/accordo_sums/*", "examples/tile_sums/*"),
+    ),
+    Part(
+        "native",
+        (
+            "tests/accordo/test_gpu_native.py",
+            "tests/accordo/test_gpu_torch_extension.py",
+            "tests/benchmarks/test_event_harness.py",
+        ),
+        (*ACCORDO, "examples/accordo_timing/*", "benchmarks/event_harness.py"),
+    ),
+    Part(
+        "diagnose",
+        ("tests/test_gpu_diagnose.py",),
+        (
+            *ACCORDO,
+            *GPU_BACKEND,
+            *ENGINE,
+            *EXAMPLES,
+            "formulas/**/*.py",
+            "benchmarks/diagnose.py",
+            "tests/support/diagnose_run.py",
+        ),
+    ),
+    Part(
+        "diagnose_clean",
+        ("tests/test_gpu_diagnose_clean.py",),
+        (*DIAGNOSIS, "tests/support/diagnose_run.py"),
+    ),
+    Part(
+        "counters",
+        ("tests/test_gpu_counters.py", "tests/test_gpu_ncu_pages.py"),
+        (*ACCORDO_PROFILER, *GPU_BACKEND, *EXAMPLES, "benchmarks/counter_pass.py"),
+    ),
+    Part("proton", ("tests/test_gpu_proton.py",), (*GPU_BACKEND, "examples/triton_*/*")),
+    Part(
+        "worker",
+        ("tests/test_gpu_worker.py", "tests/worker/test_gpu_and_source.py"),
+        (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "worker/gpu.py", "benchmarks/loop_scenarios.py"),
+    ),
+    Part(
+        "loop",
+        ("tests/test_gpu_loop.py",),
+        (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "benchmarks/loop_scenarios.py"),
+    ),
+    Part("repeat", ("tests/accordo/test_gpu_repeat.py",), (*ACCORDO, *ENGINE, "examples/accordo_repeat/*")),
+)
+PARTS_BY_NAME = {part.name: part for part in PARTS}
+
+# Never hashed: caches and build outputs (a make in place must not make the record stale).
+EXCLUDED_DIRS = frozenset({"__pycache__", "bin", "build"})
+EXCLUDED_SUFFIXES = (".pyc", ".o", ".so", ".ncu-rep")
+EXCLUDED_NAMES = frozenset({"report.json"})
+
+PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 COUNTS = ("passed", "failed", "skipped", "errors", "xfailed", "xpassed", "deselected", "warnings")
 # pytest's words in its summary line -> the record's keys
 WORDS = {"error": "errors", "warning": "warnings", **{key: key for key in COUNTS}}
@@ -93,14 +171,23 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _excluded(rel: str) -> bool:
-    parts = PurePosixPath(rel).parts
-    return rel in EXCLUDED_FILES or rel.endswith(EXCLUDED_SUFFIXES) or any(p in EXCLUDED_DIRS for p in parts)
+    path = PurePosixPath(rel)
+    return (
+        rel.endswith(EXCLUDED_SUFFIXES)
+        or path.name in EXCLUDED_NAMES
+        or any(p in EXCLUDED_DIRS for p in path.parts)
+    )
 
 
-def hashed_files(root: Path) -> list[str]:
-    """The files under ``root`` that HASHED names, as sorted relative POSIX paths."""
+def part_args(part: Part) -> list[str]:
+    """The pytest arguments a part runs with: only GPU tests, all of them, in its files."""
+    return ["-m", "gpu", *part.tests]
+
+
+def covered_files(root: Path, part: Part) -> list[str]:
+    """The files under ``root`` that ``part`` covers (its tests, what they drive, COMMON), sorted."""
     found: set[str] = set()
-    for pattern in HASHED:
+    for pattern in (*COMMON, *part.tests, *part.drives):
         for path in root.glob(pattern):
             rel = path.relative_to(root).as_posix()
             if path.is_file() and not _excluded(rel):
@@ -108,15 +195,57 @@ def hashed_files(root: Path) -> list[str]:
     return sorted(found)
 
 
-def files_hash(root: Path) -> tuple[str, list[str]]:
-    """The sha256 (hex) of the hashed files under ``root``, and their sorted relative paths."""
-    files = hashed_files(root)
-    digest = hashlib.sha256()
+def part_hash(root: Path, part: Part) -> tuple[str, list[str]]:
+    """The sha256 (hex) of ``part``'s definition and covered files under ``root``, and those files."""
+    files = covered_files(root, part)
+    digest = hashlib.sha256(json.dumps(asdict(part), sort_keys=True).encode() + b"\0")
     for rel in files:
         data = (root / rel).read_bytes()
         digest.update(rel.encode() + b"\0" + str(len(data)).encode() + b"\0")
         digest.update(data)
     return digest.hexdigest(), files
+
+
+def marks_gpu(source: str) -> bool:
+    """Whether Python ``source`` uses ``pytest.mark.gpu`` (as code, not in a string)."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "gpu"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mark"
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "pytest"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def gpu_test_files(root: Path) -> list[str]:
+    """Every test file under ``root``/tests that marks a test ``gpu``."""
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in (root / "tests").rglob("test_*.py")
+        if not _excluded(path.relative_to(root).as_posix()) and marks_gpu(path.read_text())
+    )
+
+
+def layout_problems(root: Path, parts: tuple[Part, ...] = PARTS) -> list[str]:
+    """What is wrong with the parts themselves: a GPU test file in no part or in two, a missing file."""
+    problems = []
+    owners: dict[str, list[str]] = {}
+    for part in parts:
+        for test in part.tests:
+            owners.setdefault(test, []).append(part.name)
+            if not (root / test).is_file():
+                problems.append(f"part {part.name}: its test file {test} does not exist")
+    for test in gpu_test_files(root):
+        if test not in owners:
+            problems.append(f"{test} has GPU tests but is in no part of benchmarks/gpu_record.py PARTS")
+    for test, names in owners.items():
+        if len(names) > 1:
+            problems.append(f"{test} is in more than one part: {', '.join(names)}")
+    if len({part.name for part in parts}) != len(parts):
+        problems.append("two parts have the same name")
+    return problems
 
 
 def parse_summary(text: str) -> dict:
@@ -136,18 +265,12 @@ def parse_summary(text: str) -> dict:
     raise ValueError("no pytest summary line (e.g. '26 passed in 69.40s (0:01:09)') in the output")
 
 
-def format_counts(counts: dict) -> str:
-    """'3 failed, 50 passed' in pytest's order, leaving out zeros."""
-    items = [f"{counts[key]} {key}" for key in COUNTS if counts.get(key)]
-    return ", ".join(items) or "no tests ran"
-
-
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_pytest(args: list[str]) -> tuple[int, str]:
-    """Run the GPU tests, streaming their output to stdout; pytest's exit code and the whole output."""
+    """Run pytest, streaming its output to stdout; its exit code and the whole output."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, *PYTEST, *args]
     print("$", " ".join(argv), flush=True)
@@ -163,103 +286,90 @@ def run_pytest(args: list[str]) -> tuple[int, str]:
     return proc.returncode, "".join(kept)
 
 
-def make_record(output: str, args: list[str], commit: str | None) -> dict:
-    """The record of one pytest run whose output is ``output``."""
-    digest, files = files_hash(ROOT)
+def part_record(part: Part, output: str, commit: str | None, root: Path = ROOT) -> dict:
+    """The record of one run of ``part`` whose pytest output is ``output``."""
+    digest, files = part_hash(root, part)
     summary = parse_summary(output)
-    pytest_part = {key: summary[key] for key in COUNTS}
-    pytest_part.update(summary=summary["summary"], args=args, seconds=summary["seconds"])
+    counts = {key: summary[key] for key in COUNTS}
+    counts.update(summary=summary["summary"], seconds=summary["seconds"])
     return {
-        "device": device_name(),
-        "commit": commit,
+        "part": part.name,
+        "args": part_args(part),
         "files_hash": digest,
         "files": files,
-        "pytest": pytest_part,
+        "device": device_name(),
+        "commit": commit,
+        "pytest": counts,
         "recorded_at": now(),
     }
 
 
-def _parts(record: dict) -> list[dict]:
-    """A record's parts (a merged record has several), each with its counts, summary, args, seconds."""
-    pytest_ = record["pytest"]
-    if pytest_.get("parts"):
-        return list(pytest_["parts"])
-    part = {key: pytest_.get(key, 0) for key in COUNTS}
-    part.update(
-        summary=pytest_.get("summary"),
-        args=pytest_.get("args", []),
-        seconds=pytest_.get("seconds", 0.0),
-        recorded_at=record.get("recorded_at"),
-    )
-    return [part]
-
-
-def _same(records: list[dict], names: list[str], key: str) -> object:
-    values = {json.dumps(r.get(key)) for r in records}
-    if len(values) > 1:
-        listing = "\n".join(f"  {name}: {r.get(key)}" for name, r in zip(names, records, strict=True))
-        raise ValueError(f"the parts differ in {key}, so they are not one run of the same files:\n{listing}")
-    return records[0].get(key)
-
-
-def merge_records(records: list[dict], names: list[str] | None = None) -> dict:
-    """One record from parts of the same files on the same device: counts summed, each part kept.
-
-    ``names`` (e.g. the parts' file names) are used in the ValueError raised when the parts' files_hash,
-    device or (non-null) commit differ.
-    """
-    if not records:
-        raise ValueError("nothing to merge")
-    names = names or [f"part {i + 1}" for i in range(len(records))]
-    digest = _same(records, names, "files_hash")
-    device = _same(records, names, "device")
-    commits = [
-        (n, r.get("commit")) for n, r in zip(names, records, strict=True) if r.get("commit") is not None
-    ]
-    if len({c for _, c in commits}) > 1:
-        listing = "\n".join(f"  {name}: {commit}" for name, commit in commits)
-        raise ValueError(f"the parts were recorded at different commits:\n{listing}")
-    parts = [part for record in records for part in _parts(record)]
-    merged = {key: sum(int(part.get(key, 0)) for part in parts) for key in COUNTS}
-    seconds = round(sum(float(part.get("seconds", 0.0)) for part in parts), 2)
-    merged.update(
-        summary=f"{format_counts(merged)} in {seconds:.2f}s ({len(parts)} parts)",
-        args=[arg for part in parts for arg in part.get("args", [])],
-        seconds=seconds,
-        parts=parts,
-    )
-    stamps = [r["recorded_at"] for r in records if r.get("recorded_at")]
-    return {
-        "device": device,
-        "commit": commits[0][1] if commits else None,
-        "files_hash": digest,
-        "files": records[0].get("files", []),
-        "pytest": merged,
-        "recorded_at": max(stamps) if stamps else now(),
-    }
-
-
-def check_record(record: dict, root: Path) -> list[str]:
-    """What is wrong with ``record`` for the checkout at ``root``; empty when it holds."""
+def part_problems(part: Part, entry: dict | None, root: Path) -> list[str]:
+    """What is wrong with ``entry``, the record of ``part``, for the checkout at ``root``."""
+    if entry is None:
+        return [f"part {part.name}: not in the record"]
     problems = []
-    digest, files = files_hash(root)
-    if record.get("files_hash") != digest:
-        recorded = set(record.get("files", []))
+    digest, files = part_hash(root, part)
+    if entry.get("files_hash") != digest:
+        recorded = set(entry.get("files", []))
         added, removed = sorted(set(files) - recorded), sorted(recorded - set(files))
         problems.append(
-            f"the hashed files changed since the record: record {record.get('files_hash')}, "
-            f"this checkout {digest} ({len(files)} files)"
+            f"part {part.name}: stale (its files or definition changed since it ran at {entry.get('commit')})"
             + "".join(f"\n  new file: {rel}" for rel in added)
             + "".join(f"\n  file gone: {rel}" for rel in removed)
-            + ("\n  (the same files: one or more of them changed)" if not added and not removed else "")
         )
-    pytest_ = record.get("pytest", {})
-    bad = int(pytest_.get("failed", 0)) + int(pytest_.get("errors", 0))
-    if bad:
-        problems.append(f"the record shows failures or errors: {pytest_.get('summary')}")
-    if int(pytest_.get("passed", 0)) == 0:
-        problems.append(f"the record shows no passed test: {pytest_.get('summary')}")
+    if entry.get("args") != part_args(part):
+        problems.append(f"part {part.name}: run with {entry.get('args')}, not its own {part_args(part)}")
+    counts = entry.get("pytest", {})
+    if int(counts.get("failed", 0)) + int(counts.get("errors", 0)):
+        problems.append(f"part {part.name}: failures or errors: {counts.get('summary')}")
+    if int(counts.get("passed", 0)) == 0:
+        problems.append(f"part {part.name}: no passed test: {counts.get('summary')}")
+    if int(counts.get("skipped", 0)):
+        problems.append(f"part {part.name}: skipped GPU tests: {counts.get('summary')}")
     return problems
+
+
+def record_problems(record: dict, root: Path, parts: tuple[Part, ...] = PARTS) -> list[str]:
+    """Everything wrong with ``record`` for the checkout at ``root``; empty when every part holds."""
+    if record.get("format") != FORMAT:
+        return [f"the record is not in format {FORMAT} (one entry per part); run every part"]
+    entries = record.get("parts", {})
+    problems = layout_problems(root, parts)
+    for part in parts:
+        problems += part_problems(part, entries.get(part.name), root)
+    known = {part.name for part in parts}
+    problems += [f"part {name}: in the record but not in PARTS" for name in sorted(set(entries) - known)]
+    return problems
+
+
+def stale_parts(record: dict, root: Path, parts: tuple[Part, ...] = PARTS) -> list[str]:
+    """The names of the parts that must run again (stale, missing, or not passing)."""
+    entries = record.get("parts", {}) if record.get("format") == FORMAT else {}
+    return [part.name for part in parts if part_problems(part, entries.get(part.name), root)]
+
+
+def merge_parts(record: dict, part_records: list[dict], root: Path) -> dict:
+    """``record`` with the parts in ``part_records`` put in; ValueError for one that does not belong."""
+    merged = dict(record) if record.get("format") == FORMAT else {"format": FORMAT, "parts": {}}
+    entries = dict(merged.get("parts", {}))
+    for entry in part_records:
+        part = PARTS_BY_NAME.get(entry.get("part", ""))
+        if part is None:
+            raise ValueError(f"{entry.get('part')!r} is not a part of PARTS")
+        problems = part_problems(part, entry, root)
+        if problems:
+            raise ValueError("; ".join(problems))
+        entries[part.name] = entry
+    merged["parts"] = {name: entries[name] for name in sorted(entries)}
+    return merged
+
+
+def read_record(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
 
 
 def write_json(path: Path, record: dict) -> None:
@@ -267,29 +377,33 @@ def write_json(path: Path, record: dict) -> None:
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def cmd_run(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    code, output = run_pytest(pytest_args)
+def cmd_run(args: argparse.Namespace) -> int:
+    part = PARTS_BY_NAME[args.part]
+    with tempfile.TemporaryDirectory(prefix=f"gpu-part-{part.name}-") as basetemp:
+        code, output = run_pytest([*part_args(part), f"--basetemp={basetemp}"])
     try:
-        record = make_record(output, pytest_args, args.commit)
+        record = part_record(part, output, args.commit)
     except ValueError as err:
         print(f"gpu_record: {err}; no record written", file=sys.stderr)
         return code or 1
     write_json(args.out, record)
-    print(f"gpu_record: wrote {args.out}: {record['pytest']['summary']} on {record['device']}")
+    print(
+        f"gpu_record: wrote {args.out}: part {part.name}: {record['pytest']['summary']} on {record['device']}"
+    )
     return code
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    records = [json.loads(Path(part).read_text()) for part in args.parts]
     try:
-        merged = merge_records(records, [str(part) for part in args.parts])
-    except ValueError as err:
+        records = [json.loads(Path(path).read_text()) for path in args.parts]
+        merged = merge_parts(read_record(args.record), records, ROOT)
+    except (OSError, ValueError) as err:
         print(f"gpu_record merge: {err}", file=sys.stderr)
         return 2
-    write_json(args.out, merged)
-    local, _ = files_hash(ROOT)
-    state = "matches" if local == merged["files_hash"] else "does NOT match"
-    print(f"gpu_record: wrote {args.out}: {merged['pytest']['summary']}; this checkout's hash {state}")
+    write_json(args.record, merged)
+    names = ", ".join(r["part"] for r in records)
+    left = stale_parts(merged, ROOT)
+    print(f"gpu_record: put {names} into {args.record}; still to run: {' '.join(left) or 'nothing'}")
     return 0
 
 
@@ -299,42 +413,49 @@ def cmd_check(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         print(f"gpu_record check: cannot read {args.record}: {err}", file=sys.stderr)
         return 1
-    problems = check_record(record, ROOT)
+    problems = record_problems(record, ROOT)
     for problem in problems:
         print(f"gpu_record check: {problem}")
     if problems:
-        print("refresh: run the GPU tests on a GPU machine: python benchmarks/gpu_record.py run (see --help)")
+        stale = " ".join(stale_parts(record, ROOT))
+        print(
+            f"refresh: on a GPU machine, scripts/device-gpu-record <commit> {stale}; then merge (see --help)"
+        )
         return 1
-    print(f"gpu_record check: ok ({record['pytest']['summary']} on {record.get('device')})")
+    for name, entry in record["parts"].items():
+        summary, device, commit = entry["pytest"]["summary"], entry["device"], entry["commit"]
+        print(f"gpu_record check: {name}: ok ({summary} on {device} at {commit})")
+    return 0
+
+
+def cmd_stale(args: argparse.Namespace) -> int:
+    print(" ".join(stale_parts(read_record(args.record), ROOT)))
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the GPU tests and write a record; pytest arguments go after --")
+    run = sub.add_parser("run", help="run one part's GPU tests and write its record")
+    run.add_argument("--part", required=True, choices=sorted(PARTS_BY_NAME))
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--commit", default=None)
-    merge = sub.add_parser("merge", help="combine partial records of the same files into one")
+    merge = sub.add_parser("merge", help="put parts' records into the record (replacing those parts only)")
     merge.add_argument("parts", nargs="+", type=Path)
-    merge.add_argument("--out", type=Path, required=True)
-    check = sub.add_parser("check", help="exit 1 unless the record matches this checkout and passed")
-    check.add_argument("--record", type=Path, default=RECORD)
+    merge.add_argument("--record", type=Path, default=RECORD)
+    for name, help_ in (
+        ("check", "exit 1 unless every part matches this checkout and passed"),
+        ("stale", "print the names of the parts that must run again"),
+    ):
+        command = sub.add_parser(name, help=help_)
+        command.add_argument("--record", type=Path, default=RECORD)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1 :]
     args = parser().parse_args(argv)
-    if args.command == "run":
-        return cmd_run(args, extra)
-    if extra:
-        parser().error(f"{args.command} takes no arguments after --")
-    return cmd_merge(args) if args.command == "merge" else cmd_check(args)
+    commands = {"run": cmd_run, "merge": cmd_merge, "check": cmd_check, "stale": cmd_stale}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

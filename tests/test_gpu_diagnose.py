@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,47 +10,9 @@ from benchmarks.diagnose import is_kernel
 from formulas.selection import select
 from intelliperf.contract import Report
 from intelliperf.errors import AppError, KernelNotFoundError, NoLineInfoError
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
-MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
+from tests.support.diagnose_run import EXAMPLES, MANIFEST, intelliperf, marker_line, run_example
 
 pytestmark = pytest.mark.gpu
-
-
-def intelliperf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "intelliperf", *args],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def marker_line(example: dict) -> int:
-    lines = (EXAMPLES / example["name"] / example["source"]).read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if f"intelliperf: {example['formula']}" in text)
-
-
-def run_example(example: dict, app: str, formula: str, tmp_path: Path) -> dict:
-    report = tmp_path / "report.json"
-    build = ["-b", example["build"]] if example["build"] else []
-    result = intelliperf(
-        "run",
-        "-f",
-        formula,
-        *build,
-        "-p",
-        str(EXAMPLES / example["name"]),
-        "-o",
-        str(report),
-        "--",
-        app,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(report.read_text())
 
 
 @pytest.mark.parametrize("example", [e for e in MANIFEST if e["formula"]], ids=lambda e: e["name"])
@@ -76,17 +34,6 @@ def test_finds_kernel_formula_and_line(example: dict, tmp_path: Path) -> None:
     assert hot["file"] == example["source"]  # relative to the project, not the scratch copy
     assert hot["line"] == marker_line(example)
     assert any(line["hot"] and "intelliperf:" in line["text"] for line in hot["code"])
-
-
-@pytest.mark.parametrize("example", MANIFEST, ids=lambda e: e["name"])
-def test_fixed_versions_and_controls_are_clean(example: dict, tmp_path: Path) -> None:
-    apps = [example["fixed_app"]] + ([] if example["formula"] else [example["app"]])
-    for app in apps:
-        report = run_example(example, "./" + app, "diagnoseOnly", tmp_path)
-        assert report["diagnoses"], "nothing was diagnosed"
-        flagged = [(d["formula"], d["kernel"], d["reasoning"]) for d in report["diagnoses"] if d["present"]]
-        assert flagged == [], f"{app}: {flagged}"
-        assert report["selected"] is None
 
 
 def test_templated_namespaced_and_lambda_kernels_keep_their_lines(tmp_path: Path) -> None:

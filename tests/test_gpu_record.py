@@ -1,6 +1,6 @@
-"""benchmarks/gpu_record.py on the CPU: the summary parser, the files hash, merging parts, `check`, and the
-project's own record, which CI requires to match this checkout (GPU code lands only after its GPU tests
-passed on a GPU)."""
+"""benchmarks/gpu_record.py on the CPU: the summary parser, each part's hash, the parts' layout, merging,
+`check` and `stale`, and the project's own record, which CI requires to match this checkout part by part
+(GPU code lands only after its GPU tests passed on a GPU)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_record import RECORD, ROOT, files_hash, merge_records, parse_summary
+from benchmarks.gpu_record import (
+    FORMAT,
+    PARTS,
+    RECORD,
+    ROOT,
+    Part,
+    covered_files,
+    layout_problems,
+    merge_parts,
+    parse_summary,
+    part_args,
+    part_hash,
+    record_problems,
+    stale_parts,
+)
 
 SCRIPT = ROOT / "benchmarks" / "gpu_record.py"
 REFRESH = (
-    "on a GPU machine: python benchmarks/gpu_record.py run --out $OUT/gpu_part1.json --commit <sha> "
-    "-- <tests> (in parts if need be), then locally: python benchmarks/gpu_record.py merge <parts> "
-    "--out benchmarks/results/gpu_tests.json"
+    "on a GPU machine: scripts/device-gpu-record <commit> (runs the stale parts), then locally: "
+    "python -m benchmarks.gpu_record merge gpu_part_*.json"
 )
 
 
@@ -80,27 +93,29 @@ def test_parse_summary_without_a_summary_raises() -> None:
         parse_summary("Traceback (most recent call last):\nKeyboardInterrupt\n")
 
 
-# --- files_hash -------------------------------------------------------------------------------------------
+# --- a part's files and hash ------------------------------------------------------------------------------
 
-HASHED_TREE = {
+TREE = {
+    "tests/conftest.py": "# markers\n",
     "accordo/__init__.py": "x = 1\n",
     "accordo/native/capture.cpp": "int main() { return 0; }\n",
-    "accordo/native/Makefile": "all:\n",
-    "intelliperf/gpu/ncu.py": "NCU = 'ncu'\n",
-    "intelliperf/engine/judge.py": "def judge(): ...\n",
-    "tests/accordo/test_gpu_native.py": "def test(): ...\n",
-    "tests/accordo/sample_app.cu": "__global__ void k() {}\n",
-    "examples/accordo_cases/ref.cu": "__global__ void block_sum() {}\n",
-    "benchmarks/gpu_record.py": "# the script\n",
-}
-UNHASHED_TREE = {
+    "tests/test_gpu_a.py": "import pytest\npytestmark = pytest.mark.gpu\n",
+    "tests/test_gpu_b.py": "import pytest\n@pytest.mark.gpu\ndef test(): ...\n",
+    "tests/test_cpu.py": "def test(): ...\n",
+    "examples/a/a.cu": "__global__ void a() {}\n",
+    "examples/b/b.cu": "__global__ void b() {}\n",
     "README.md": "# readme\n",
-    "intelliperf/engine/optimize.py": "def optimize(): ...\n",
-    "tests/test_cli.py": "def test(): ...\n",
-    "examples/accordo_cases/bin/ref": "\x7fELF",
-    "accordo/__pycache__/compare.cpython-311.pyc": "bytecode",
-    "accordo/native/libaccordo.so": "\x7fELF",
 }
+BUILD_OUTPUTS = {
+    "examples/a/bin/a": "\x7fELF",
+    "examples/a/report.json": "{}",
+    "accordo/__pycache__/x.cpython-311.pyc": "bytecode",
+    "accordo/native/libaccordo.so": "\x7fELF",
+    "accordo/native/capture.o": "obj",
+}
+PART_A = Part("a", ("tests/test_gpu_a.py",), ("accordo/**/*.py", "accordo/native/*", "examples/a/*"))
+PART_B = Part("b", ("tests/test_gpu_b.py",), ("examples/b/*",))
+TWO_PARTS = (PART_A, PART_B)
 
 
 def write_tree(root: Path, tree: dict[str, str], order: list[str] | None = None) -> None:
@@ -110,183 +125,253 @@ def write_tree(root: Path, tree: dict[str, str], order: list[str] | None = None)
         path.write_text(tree[rel])
 
 
-def test_files_hash_lists_only_the_hashed_files(tmp_path: Path) -> None:
-    write_tree(tmp_path, {**HASHED_TREE, **UNHASHED_TREE})
-    _, files = files_hash(tmp_path)
-    assert files == sorted(HASHED_TREE)
+def test_a_part_covers_its_tests_what_they_drive_and_the_common_files_only(tmp_path: Path) -> None:
+    write_tree(tmp_path, {**TREE, **BUILD_OUTPUTS})
+    assert covered_files(tmp_path, PART_A) == [
+        "accordo/__init__.py",
+        "accordo/native/capture.cpp",
+        "examples/a/a.cu",
+        "tests/conftest.py",
+        "tests/test_gpu_a.py",
+    ]
+    assert covered_files(tmp_path, PART_B) == ["examples/b/b.cu", "tests/conftest.py", "tests/test_gpu_b.py"]
 
 
-def test_files_hash_does_not_depend_on_creation_order_or_modes(tmp_path: Path) -> None:
+def test_part_hash_does_not_depend_on_creation_order_or_modes(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
-    write_tree(first, HASHED_TREE)
-    write_tree(second, HASHED_TREE, order=list(reversed(HASHED_TREE)))
+    write_tree(first, TREE)
+    write_tree(second, TREE, order=list(reversed(TREE)))
     (second / "accordo/__init__.py").chmod(0o755)
-    assert files_hash(first) == files_hash(second)
+    assert part_hash(first, PART_A) == part_hash(second, PART_A)
 
 
-def test_files_hash_changes_with_one_hashed_byte(tmp_path: Path) -> None:
-    write_tree(tmp_path, HASHED_TREE)
-    before, _ = files_hash(tmp_path)
-    (tmp_path / "tests/accordo/sample_app.cu").write_text("__global__ void k() {}\r")
-    assert files_hash(tmp_path)[0] != before
+def test_part_hash_changes_with_one_byte_a_new_file_or_the_parts_definition(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    before, _ = part_hash(tmp_path, PART_A)
+    (tmp_path / "examples/a/a.cu").write_text("__global__ void a() {}\r")
+    changed, _ = part_hash(tmp_path, PART_A)
+    assert changed != before
+    write_tree(tmp_path, {"accordo/native/restore.cpp": "// new\n"})
+    added, files = part_hash(tmp_path, PART_A)
+    assert added != changed and "accordo/native/restore.cpp" in files
+    assert part_hash(tmp_path, Part("a", PART_A.tests, PART_A.drives[:2]))[0] != added
 
 
-def test_files_hash_changes_when_a_hashed_file_is_added(tmp_path: Path) -> None:
-    write_tree(tmp_path, HASHED_TREE)
-    before, _ = files_hash(tmp_path)
-    write_tree(tmp_path, {"examples/accordo_sums/sum.cu": "__global__ void s() {}\n"})
-    after, files = files_hash(tmp_path)
-    assert after != before
-    assert "examples/accordo_sums/sum.cu" in files
-
-
-def test_files_hash_ignores_unrelated_files_and_build_outputs(tmp_path: Path) -> None:
-    write_tree(tmp_path, HASHED_TREE)
-    before = files_hash(tmp_path)
-    write_tree(tmp_path, UNHASHED_TREE)
-    assert files_hash(tmp_path) == before
+def test_part_hash_ignores_build_outputs_and_other_parts_files(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    before = part_hash(tmp_path, PART_A)
+    write_tree(tmp_path, BUILD_OUTPUTS)
     (tmp_path / "README.md").write_text("# changed\n")
-    (tmp_path / "examples/accordo_cases/bin/ref").write_text("rebuilt")
-    assert files_hash(tmp_path) == before
+    (tmp_path / "examples/b/b.cu").write_text("// changed\n")
+    assert part_hash(tmp_path, PART_A) == before
 
 
-def test_files_hash_separates_path_from_content(tmp_path: Path) -> None:
+def test_part_hash_separates_path_from_content(tmp_path: Path) -> None:
     """Moving bytes between the name and the content of a file must change the hash."""
     first, second = tmp_path / "a", tmp_path / "b"
     write_tree(first, {"accordo/ab.py": "c"})
     write_tree(second, {"accordo/a.py": "bc"})
-    assert files_hash(first)[0] != files_hash(second)[0]
+    assert part_hash(first, PART_A)[0] != part_hash(second, PART_A)[0]
 
 
-# --- merge_records ----------------------------------------------------------------------------------------
+# --- the parts' layout ------------------------------------------------------------------------------------
 
 
-def part(summary: str, args: list[str], files_hash: str = "abc", commit: str | None = "c0ffee") -> dict:
-    counts = parse_summary(summary)
-    pytest_ = {key: counts[key] for key in ("passed", "failed", "skipped", "errors")}
-    pytest_.update(summary=summary, args=args, seconds=counts["seconds"])
-    return {
-        "device": "NVIDIA H100 80GB HBM3",
-        "commit": commit,
-        "files_hash": files_hash,
-        "files": ["accordo/__init__.py"],
-        "pytest": pytest_,
-        "recorded_at": "2025-01-01T00:00:00+00:00",
-    }
+def test_every_gpu_test_file_of_this_checkout_is_in_exactly_one_part() -> None:
+    assert layout_problems(ROOT) == []
 
 
-def test_merge_records_sums_counts_and_keeps_each_part() -> None:
-    merged = merge_records(
-        [
-            part("20 passed, 1 skipped in 100.00s (0:01:40)", ["tests/accordo"]),
-            part("6 passed in 50.50s", ["tests/test_gpu_loop.py"], commit=None),
-        ]
-    )
-    counts = merged["pytest"]
-    assert (counts["passed"], counts["failed"], counts["skipped"], counts["errors"]) == (26, 0, 1, 0)
-    assert counts["seconds"] == 150.5
-    assert [p["summary"] for p in counts["parts"]] == [
-        "20 passed, 1 skipped in 100.00s (0:01:40)",
-        "6 passed in 50.50s",
+def test_a_gpu_test_file_in_no_part_is_a_problem(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    assert layout_problems(tmp_path, TWO_PARTS) == []
+    problems = layout_problems(tmp_path, (PART_A,))
+    assert problems == [
+        "tests/test_gpu_b.py has GPU tests but is in no part of benchmarks/gpu_record.py PARTS"
     ]
-    assert [p["args"] for p in counts["parts"]] == [["tests/accordo"], ["tests/test_gpu_loop.py"]]
-    assert merged["commit"] == "c0ffee"
-    assert merged["files_hash"] == "abc"
-    # a merged record merges again without losing its parts
-    again = merge_records([merged, part("1 failed in 1.00s", ["tests/test_gpu_worker.py"])])
-    assert (again["pytest"]["passed"], again["pytest"]["failed"], len(again["pytest"]["parts"])) == (26, 1, 3)
 
 
-def test_merge_records_refuses_different_files_hash() -> None:
-    parts = [part("1 passed in 1.00s", []), part("1 passed in 1.00s", [], files_hash="def")]
-    with pytest.raises(ValueError, match="files_hash") as err:
-        merge_records(parts, ["gpu_part1.json", "gpu_part2.json"])
-    assert "gpu_part1.json" in str(err.value) and "gpu_part2.json" in str(err.value)
+def test_a_gpu_mark_in_a_string_is_not_a_gpu_test(tmp_path: Path) -> None:
+    write_tree(tmp_path, {**TREE, "tests/test_text.py": 'TEXT = "pytestmark = pytest.mark.gpu"\n'})
+    assert layout_problems(tmp_path, TWO_PARTS) == []
 
 
-def test_merge_records_refuses_different_commits() -> None:
-    with pytest.raises(ValueError, match="different commits"):
-        merge_records([part("1 passed in 1.00s", []), part("1 passed in 1.00s", [], commit="beef")])
+def test_a_test_file_in_two_parts_or_missing_is_a_problem(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    twice = Part("c", ("tests/test_gpu_b.py", "tests/test_gpu_gone.py"), ())
+    problems = layout_problems(tmp_path, (*TWO_PARTS, twice))
+    assert "tests/test_gpu_b.py is in more than one part: b, c" in problems
+    assert "part c: its test file tests/test_gpu_gone.py does not exist" in problems
 
 
-def test_merge_cli_exits_2_on_parts_that_do_not_belong_together(tmp_path: Path) -> None:
-    one, two = tmp_path / "one.json", tmp_path / "two.json"
-    one.write_text(json.dumps(part("1 passed in 1.00s", [])))
-    two.write_text(json.dumps(part("1 passed in 1.00s", [], files_hash="def")))
-    out = tmp_path / "merged.json"
-    done = run_script("merge", str(one), str(two), "--out", str(out))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "one.json" in done.stderr and "two.json" in done.stderr
-    assert not out.exists()
+def test_a_part_runs_every_gpu_test_of_its_files_and_only_gpu_tests() -> None:
+    for part in PARTS:
+        assert part_args(part) == ["-m", "gpu", *part.tests]
+        assert not any(arg.startswith("-") or "::" in arg for arg in part.tests), part
 
 
-# --- check ------------------------------------------------------------------------------------------------
+# --- a record of parts: check, stale, merge ---------------------------------------------------------------
+
+
+def entry(root: Path, part: Part, summary: str = "3 passed in 10.00s", **changes: object) -> dict:
+    digest, files = part_hash(root, part)
+    counts = parse_summary(summary)
+    pytest_ = {key: counts[key] for key in ("passed", "failed", "skipped", "errors", "deselected")}
+    pytest_.update(summary=summary, seconds=counts["seconds"])
+    made = {
+        "part": part.name,
+        "args": part_args(part),
+        "files_hash": digest,
+        "files": files,
+        "device": "NVIDIA H100 80GB HBM3",
+        "commit": "c0ffee",
+        "pytest": pytest_,
+        "recorded_at": "2026-11-27T00:00:00+00:00",
+    }
+    return {**made, **changes}
+
+
+def record_of(*entries: dict) -> dict:
+    return {"format": FORMAT, "parts": {e["part"]: e for e in entries}}
+
+
+def test_a_record_of_passing_parts_at_this_tree_holds(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    record = record_of(entry(tmp_path, PART_A), entry(tmp_path, PART_B))
+    assert record_problems(record, tmp_path, TWO_PARTS) == []
+    assert stale_parts(record, tmp_path, TWO_PARTS) == []
+
+
+def test_a_change_to_one_parts_file_makes_only_that_part_stale(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    record = record_of(entry(tmp_path, PART_A), entry(tmp_path, PART_B))
+    (tmp_path / "examples/b/b.cu").write_text("__global__ void b(int) {}\n")
+    assert stale_parts(record, tmp_path, TWO_PARTS) == ["b"]
+    assert [p.split(":")[0] for p in record_problems(record, tmp_path, TWO_PARTS)] == ["part b"]
+    (tmp_path / "tests/conftest.py").write_text("# markers changed\n")
+    assert stale_parts(record, tmp_path, TWO_PARTS) == ["a", "b"]
+
+
+def test_a_change_to_one_test_file_of_this_checkout_stales_only_its_part(tmp_path: Path) -> None:
+    """On the real parts: a copy of what they cover, one test file changed."""
+    files = {rel for part in PARTS for rel in covered_files(ROOT, part)}
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+    record = record_of(*(entry(tmp_path, part) for part in PARTS))
+    assert stale_parts(record, tmp_path) == []
+    for part in PARTS:
+        test = tmp_path / part.tests[0]
+        original = test.read_bytes()
+        test.write_bytes(original + b"\n")
+        assert stale_parts(record, tmp_path) == [part.name]
+        test.write_bytes(original)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"args": ["-m", "gpu", "tests/test_gpu_a.py", "-k", "not slow"]}, "run with"),
+        ({"summary": "1 failed, 2 passed in 10.00s"}, "failures or errors"),
+        ({"summary": "1 error, 2 passed in 10.00s"}, "failures or errors"),
+        ({"summary": "no tests ran in 1.00s"}, "no passed test"),
+        ({"summary": "2 passed, 1 skipped in 10.00s"}, "skipped GPU tests"),
+        ({"files_hash": "0" * 64}, "stale"),
+    ],
+)
+def test_a_part_that_did_not_pass_all_its_own_gpu_tests_fails_the_check(
+    tmp_path: Path, changes: dict, problem: str
+) -> None:
+    write_tree(tmp_path, TREE)
+    summary = str(changes.pop("summary", "3 passed in 10.00s"))
+    record = record_of(entry(tmp_path, PART_A, summary, **changes), entry(tmp_path, PART_B))
+    problems = record_problems(record, tmp_path, TWO_PARTS)
+    assert len(problems) == 1 and problems[0].startswith("part a:") and problem in problems[0], problems
+    assert stale_parts(record, tmp_path, TWO_PARTS) == ["a"]
+
+
+def test_a_missing_an_unknown_or_an_old_format_record_fails_the_check(tmp_path: Path) -> None:
+    write_tree(tmp_path, TREE)
+    assert record_problems(record_of(entry(tmp_path, PART_A)), tmp_path, TWO_PARTS) == [
+        "part b: not in the record"
+    ]
+    extra = record_of(
+        entry(tmp_path, PART_A), entry(tmp_path, PART_B), {**entry(tmp_path, PART_B), "part": "z"}
+    )
+    assert record_problems(extra, tmp_path, TWO_PARTS) == ["part z: in the record but not in PARTS"]
+    old = {"files_hash": "abc", "pytest": {"passed": 135}}
+    assert "not in format 2" in record_problems(old, tmp_path, TWO_PARTS)[0]
+    assert stale_parts(old, tmp_path, TWO_PARTS) == ["a", "b"]
+
+
+def test_merge_replaces_only_the_parts_given() -> None:
+    old = {**entry(ROOT, PARTS[1]), "commit": "0ld"}
+    record = record_of(entry(ROOT, PARTS[0]), old)
+    fresh = {**entry(ROOT, PARTS[0]), "commit": "new"}
+    merged = merge_parts(record, [fresh], ROOT)
+    assert merged["parts"][PARTS[0].name]["commit"] == "new"
+    assert merged["parts"][PARTS[1].name] == old
+    assert merge_parts({}, [fresh], ROOT)["parts"] == {PARTS[0].name: fresh}
+
+
+def test_merge_refuses_a_stale_failed_or_unknown_part_record() -> None:
+    with pytest.raises(ValueError, match="stale"):
+        merge_parts({}, [entry(ROOT, PARTS[0], files_hash="0" * 64)], ROOT)
+    with pytest.raises(ValueError, match="failures"):
+        merge_parts({}, [entry(ROOT, PARTS[0], "1 failed in 1.00s")], ROOT)
+    with pytest.raises(ValueError, match="not a part"):
+        merge_parts({}, [{**entry(ROOT, PARTS[0]), "part": "nope"}], ROOT)
+
+
+# --- the command line -------------------------------------------------------------------------------------
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "benchmarks.gpu_record", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
-def checked(tmp_path: Path, record: dict) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "gpu_tests.json"
-    path.write_text(json.dumps(record))
-    return run_script("check", "--record", str(path))
+def test_merge_cli_puts_a_part_in_and_exits_2_on_a_stale_one(tmp_path: Path) -> None:
+    record = tmp_path / "gpu_tests.json"
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(entry(ROOT, PARTS[0])))
+    bad.write_text(json.dumps(entry(ROOT, PARTS[1], files_hash="0" * 64)))
+    done = run_script("merge", str(bad), "--record", str(record))
+    assert done.returncode == 2 and "stale" in done.stderr and not record.exists()
+    done = run_script("merge", str(good), "--record", str(record))
+    assert done.returncode == 0, done.stderr
+    assert list(json.loads(record.read_text())["parts"]) == [PARTS[0].name]
+    assert " ".join(p.name for p in PARTS[1:]) in done.stdout
+    stale = run_script("stale", "--record", str(record))
+    assert stale.stdout.split() == [p.name for p in PARTS[1:]]
+    check = run_script("check", "--record", str(record))
+    assert check.returncode == 1 and f"part {PARTS[1].name}: not in the record" in check.stdout
 
 
-def test_check_passes_a_matching_passing_record(tmp_path: Path) -> None:
-    digest, files = files_hash(ROOT)
-    done = checked(tmp_path, {**part("26 passed in 69.40s (0:01:09)", [], files_hash=digest), "files": files})
+def test_check_cli_passes_a_record_of_every_part(tmp_path: Path) -> None:
+    record = tmp_path / "gpu_tests.json"
+    record.write_text(json.dumps(record_of(*(entry(ROOT, part) for part in PARTS))))
+    done = run_script("check", "--record", str(record))
     assert done.returncode == 0, done.stdout + done.stderr
+    assert run_script("stale", "--record", str(record)).stdout.strip() == ""
 
 
-def test_check_fails_a_stale_record(tmp_path: Path) -> None:
-    digest, files = files_hash(ROOT)
-    done = checked(tmp_path, {**part("26 passed in 69.40s", [], files_hash="0" * 64), "files": files})
-    assert done.returncode == 1
-    assert digest in done.stdout and "0" * 64 in done.stdout
-
-
-def test_check_fails_a_record_with_failures(tmp_path: Path) -> None:
-    digest, files = files_hash(ROOT)
-    done = checked(tmp_path, {**part("1 failed, 25 passed in 69.40s", [], files_hash=digest), "files": files})
-    assert done.returncode == 1
-    assert "failures or errors" in done.stdout
-
-
-def test_check_fails_a_record_with_no_passed_test(tmp_path: Path) -> None:
-    digest, files = files_hash(ROOT)
-    done = checked(tmp_path, {**part("26 skipped in 1.00s", [], files_hash=digest), "files": files})
-    assert done.returncode == 1
-    assert "no passed test" in done.stdout
-
-
-def test_check_fails_without_a_record(tmp_path: Path) -> None:
-    done = run_script("check", "--record", str(tmp_path / "missing.json"))
-    assert done.returncode == 1
+def test_check_cli_fails_without_a_record(tmp_path: Path) -> None:
+    assert run_script("check", "--record", str(tmp_path / "missing.json")).returncode == 1
 
 
 # --- the project's own record -----------------------------------------------------------------------------
 
 
 def test_the_gpu_record_matches_this_checkout() -> None:
-    """The GPU tests passed on a GPU for exactly the GPU code in this checkout (benchmarks/gpu_record.py)."""
-    digest, files = files_hash(ROOT)
+    """Every part's GPU tests passed on a GPU for exactly the files it covers in this checkout."""
     if not RECORD.exists():
-        pytest.fail(
-            f"{RECORD.relative_to(ROOT)} does not exist: the GPU tests must be run on the device with "
-            f"benchmarks/gpu_record.py and the record committed. {REFRESH}",
-            pytrace=False,
-        )
-    record = json.loads(RECORD.read_text())
-    assert record["files_hash"] == digest, (
-        f"the GPU record is stale: one or more of the {len(files)} hashed files (benchmarks/gpu_record.py "
-        f"HASHED) changed since the GPU tests ran; which one is not knowable from a hash. "
-        f"record {record['files_hash']} != this checkout {digest}. Refresh it: {REFRESH}"
+        pytest.fail(f"{RECORD.relative_to(ROOT)} does not exist. {REFRESH}", pytrace=False)
+    problems = record_problems(json.loads(RECORD.read_text()), ROOT)
+    assert problems == [], (
+        "the GPU record does not hold:\n" + "\n".join(problems) + f"\nRefresh it: {REFRESH}"
     )
-    counts = record["pytest"]
-    assert counts["failed"] == 0 and counts["errors"] == 0, (
-        f"the GPU record shows failures: {counts['summary']}"
-    )
-    assert counts["passed"] > 0, f"the GPU record shows no passed test: {counts['summary']}"

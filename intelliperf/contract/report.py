@@ -194,6 +194,18 @@ class LaunchComparison(_Frozen):
     buffers: list[BufferComparison] = Field(default_factory=list)
 
 
+class JudgeCheck(_Frozen):
+    """One check Accordo ran on a candidate (accordo/validate.py, accordo/probes.py)."""
+
+    name: Literal["isolated", "end_to_end", "prefilled_nan", "fresh_inputs"] = Field(
+        description="isolated: each launch on the reference's own inputs for it; end_to_end: the program "
+        "as it runs; prefilled_nan: outputs filled with NaN before every launch; fresh_inputs: inputs "
+        "shuffled, outputs filled with random bytes"
+    )
+    outcome: Literal["passed", "failed", "skipped"]
+    detail: str | None = Field(default=None, description="Why it failed or was skipped")
+
+
 class ValidationResult(_Frozen):
     kernel: str
     passed: bool
@@ -234,6 +246,9 @@ class ValidationResult(_Frozen):
         description="Chance per output that another run of the reference itself would fail its bound",
     )
     candidate_stderr_tail: str | None = None
+    checks: list[JudgeCheck] = Field(
+        default_factory=list, description="The checks run on the candidate, in order, until one failed"
+    )
 
 
 AttemptStatus = Literal[

@@ -1,10 +1,14 @@
 """A kernel launched again and again on one output (examples/accordo_repeat: row_norm, 10 launches, the
 norms buffer never cleared), rewritten to add in another order: correct at every launch, every time, in
-CUDA C++ and in Triton; a wrong rewrite of it still fails. Before each launch was judged on the
-reference's own inputs, every such rewrite failed from its second launch as input_mismatch."""
+CUDA C++ and in Triton, also with its outputs filled with NaN and on fresh inputs; a wrong rewrite of it
+still fails. Before each launch was judged on the reference's own inputs, every such rewrite failed from
+its second launch as input_mismatch. Three cheats that pass both comparisons (work skipped when the output
+did not change, an answer left in memory, a kernel that regenerates the program's one input) fail the
+probe meant for them (accordo/probes.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -33,6 +37,39 @@ def cuda_reference(repeat: Path, accordo_lib: Path) -> Reference:
     )
 
 
+def test_the_reference_runs_under_both_probes(cuda_reference: Reference) -> None:
+    assert [(p.probe.name, p.skipped, len(p.captures)) for p in cuda_reference.probes] == [
+        ("prefilled_nan", None, 1),
+        ("fresh_inputs", None, 1),
+    ]
+
+
+PASSED = ["end_to_end", "isolated", "prefilled_nan", "fresh_inputs"]
+CHEATS = [
+    ("skip_same_out", "prefilled_nan"),  # work skipped when the output pointer did not change
+    ("lazy", "prefilled_nan"),  # memory that happens to hold the answer
+    ("regen", "fresh_inputs"),  # tuned to the program's one input
+]
+
+
+@pytest.mark.parametrize(("case", "check"), CHEATS)
+def test_a_cheat_that_passes_both_comparisons_fails_its_probe(
+    cuda_reference: Reference, repeat: Path, case: str, check: str
+) -> None:
+    options = ValidationOptions(measure=False)
+    unprobed = dataclasses.replace(cuda_reference, probes=())
+    without = check_candidate(unprobed, [f"bin/{case}"], cwd=repeat, options=options)
+    assert without.passed, f"{case} should pass the comparisons alone: {without.reason}"
+    result = check_candidate(cuda_reference, [f"bin/{case}"], cwd=repeat, options=options)
+    assert not result.passed
+    assert result.failure == "mismatch", result.reason
+    outcomes = [(c.name, c.outcome) for c in result.checks]
+    assert outcomes == [(name, "passed") for name in PASSED[: PASSED.index(check)]] + [(check, "failed")]
+    assert result.reason is not None and result.reason.startswith(
+        "run with" if check == "prefilled_nan" else "run on"
+    )
+
+
 def test_a_reordered_cuda_rewrite_passes_at_every_launch_every_time(
     cuda_reference: Reference, repeat: Path
 ) -> None:
@@ -42,6 +79,7 @@ def test_a_reordered_cuda_rewrite_passes_at_every_launch_every_time(
     ]
     assert [r.failure for r in results] == [None] * CUDA_REPEATS, results[0].reason
     for result in results:
+        assert [(c.name, c.outcome) for c in result.checks] == [(name, "passed") for name in PASSED]
         assert result.launches_compared == 10
         outputs = [b for launch in result.launches for b in launch.buffers if b.param == 1]
         assert [b.role for b in outputs] == ["output"] * 10
@@ -73,6 +111,7 @@ def test_a_triton_rewrite_with_another_block_passes_at_every_launch(repeat: Path
             reference, [sys.executable, "row_norm.py", "256"], cwd=repeat, options=options
         )
         assert result.passed, result.reason
+        assert [(c.name, c.outcome) for c in result.checks] == [(name, "passed") for name in PASSED]
         assert result.launches_compared == 10
         outputs = [b for launch in result.launches for b in launch.buffers if b.role == "output"]
         assert len(outputs) == 10 and any((b.max_abs_error or 0) > 0 for b in outputs)

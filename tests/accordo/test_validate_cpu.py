@@ -139,7 +139,7 @@ def test_a_noisy_reference_is_captured_noise_runs_times(
     _replayed_runs(monkeypatch, CAPTURES / "sums", names)
     said: list[str] = []
     reference = capture_reference(
-        "sum", ["bin/ref"], options=ValidationOptions(noise_runs=24), progress=said.append
+        "sum", ["bin/ref"], options=ValidationOptions(noise_runs=24, probes=False), progress=said.append
     )
     assert len(reference.captures) == 24
     assert "the reference's runs disagree: measuring its noise over 24 runs" in said
@@ -148,7 +148,10 @@ def test_a_noisy_reference_is_captured_noise_runs_times(
     per_run = reference.captures[0].file_bytes
     said.clear()
     small = capture_reference(
-        "sum", ["bin/ref"], options=ValidationOptions(noise_capture_bytes=5 * per_run), progress=said.append
+        "sum",
+        ["bin/ref"],
+        options=ValidationOptions(noise_capture_bytes=5 * per_run, probes=False),
+        progress=said.append,
     )
     assert len(small.captures) == 5
     assert any("over 5 runs (24 wanted" in message for message in said)
@@ -158,5 +161,5 @@ def test_a_steady_reference_is_captured_calibration_runs_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _replayed_runs(monkeypatch, CAPTURES / "block_sum", ["reference-1", "reference-2", "reference-3"])
-    reference = capture_reference("block_sum", ["bin/ref"], options=ValidationOptions())
+    reference = capture_reference("block_sum", ["bin/ref"], options=ValidationOptions(probes=False))
     assert len(reference.captures) == 3
