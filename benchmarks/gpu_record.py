@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,11 @@ PARTS: tuple[Part, ...] = (
     Part(
         "validate",
         ("tests/accordo/test_gpu_validate.py",),
-        (*ACCORDO, "examples/accordo_cases/*", "examples/accordo_sums/*", "examples/tile_sums/*"),
+        (*ACCORDO, "examples/accordo_cases/*"),
+    ),
+    Part("validate_examples", ("tests/accordo/test_gpu_validate_examples.py",), (*ACCORDO, *EXAMPLES)),
+    Part(
+        "validate_sums", ("tests/accordo/test_gpu_validate_sums.py",), (*ACCORDO, "examples/accordo_sums/*")
     ),
     Part(
         "native",
@@ -158,7 +163,7 @@ EXCLUDED_DIRS = frozenset({"__pycache__", "bin", "build"})
 EXCLUDED_SUFFIXES = (".pyc", ".o", ".so", ".ncu-rep")
 EXCLUDED_NAMES = frozenset({"report.json"})
 
-PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
+PYTEST = ("-m", "pytest", "-v", "-p", "no:cacheprovider")  # -v: a line per test, so progress shows
 COUNTS = ("passed", "failed", "skipped", "errors", "xfailed", "xpassed", "deselected", "warnings")
 # pytest's words in its summary line -> the record's keys
 WORDS = {"error": "errors", "warning": "warnings", **{key: key for key in COUNTS}}
@@ -270,14 +275,29 @@ def now() -> str:
 
 
 def run_pytest(args: list[str]) -> tuple[int, str]:
-    """Run pytest, streaming its output to stdout; its exit code and the whole output."""
+    """Run pytest, streaming its output to stdout; its exit code and the whole output. Stopped from outside
+    (SIGTERM, e.g. by ``timeout``), it takes pytest and everything pytest started with it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, *PYTEST, *args]
     print("$", " ".join(argv), flush=True)
     kept: list[str] = []
     with subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
     ) as proc:
+
+        def stop(signum: int, _frame: object) -> None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            print(f"gpu_record: stopped by signal {signum}; pytest killed", flush=True)
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)

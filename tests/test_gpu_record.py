@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -375,3 +377,30 @@ def test_the_gpu_record_matches_this_checkout() -> None:
     assert problems == [], (
         "the GPU record does not hold:\n" + "\n".join(problems) + f"\nRefresh it: {REFRESH}"
     )
+
+
+def test_a_part_stopped_from_outside_takes_its_pytest_with_it(tmp_path: Path) -> None:
+    """`timeout` stops a part with SIGTERM: the tests it was running must not run on as orphans."""
+    pid_file = tmp_path / "pid"
+    test = tmp_path / "test_sleeps.py"
+    test.write_text(
+        "import os, time\n"
+        f"def test_sleeps():\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    time.sleep(120)\n"
+    )
+    code = f"from benchmarks.gpu_record import run_pytest; run_pytest([{str(test)!r}, '-p', 'no:randomly'])"
+    wrapper = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the test never started"
+        time.sleep(0.1)
+    sleeper = int(pid_file.read_text())
+    wrapper.send_signal(signal.SIGTERM)
+    out, _ = wrapper.communicate(timeout=30)
+    assert wrapper.returncode == 128 + signal.SIGTERM
+    assert "pytest killed" in out
+    deadline = time.monotonic() + 10
+    while (
+        Path(f"/proc/{sleeper}").exists() and "Z" not in Path(f"/proc/{sleeper}/stat").read_text().split()[2]
+    ):
+        assert time.monotonic() < deadline, "pytest outlived the part"
+        time.sleep(0.1)
