@@ -101,13 +101,21 @@ DIAGNOSIS = (
     *EXAMPLES,
 )
 
+# the fixed examples judged against their originals (three shards: tests/support/fixed_examples.py)
+FIXED_EXAMPLES = (*ACCORDO, *EXAMPLES, "tests/support/fixed_examples.py")
+
 PARTS: tuple[Part, ...] = (
     Part(
         "validate",
         ("tests/accordo/test_gpu_validate.py",),
         (*ACCORDO, "examples/accordo_cases/*"),
     ),
-    Part("validate_examples", ("tests/accordo/test_gpu_validate_examples.py",), (*ACCORDO, *EXAMPLES)),
+    *(
+        Part(
+            f"fixed_examples_{shard}", (f"tests/accordo/test_gpu_fixed_examples_{shard}.py",), FIXED_EXAMPLES
+        )
+        for shard in ("cuda_a", "cuda_b", "python")
+    ),
     Part(
         "validate_sums", ("tests/accordo/test_gpu_validate_sums.py",), (*ACCORDO, "examples/accordo_sums/*")
     ),
