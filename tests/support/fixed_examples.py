@@ -18,6 +18,16 @@ MANIFEST: list[dict] = json.loads((EXAMPLES / "examples.json").read_text())
 # failed as input_mismatch until each launch was judged on the reference's own inputs.)
 EXAMPLE_FAILURE = {"aos_field": "input_mismatch"}
 EXAMPLE_KERNELS = {"tile_sums": 6}
+# The probes that cannot run on an example (accordo/probes.py), as measured on an H200 at dafc612: kernels
+# that add into their output (atomics) overwrite no output whole, so nothing is filled with NaN; the
+# histogram program checks its own counts and exits 1 when its bins start from garbage, so neither probe
+# has a reference to compare with. Every other example runs and passes both.
+PROBES_SKIPPED = {
+    "atomic_reduction": {"prefilled_nan"},
+    "scatter_atomic": {"prefilled_nan"},
+    "triton_atomic": {"prefilled_nan"},
+    "histogram_atomic": {"prefilled_nan", "fresh_inputs"},
+}
 
 
 def shard(name: str) -> list[dict]:
@@ -48,4 +58,10 @@ def check_fixed_example(example: dict, built: Path, library: Path) -> None:
     assert result.failure == expected, result.reason
     if expected is None:  # 3 iterations of each kernel the name matches (tile_sums: 6 instantiations)
         assert result.launches_compared == 3 * EXAMPLE_KERNELS.get(example["name"], 1)
-        assert [c.outcome for c in result.checks] == ["passed"] * len(result.checks), result.checks
+        outcomes = {c.name: c.outcome for c in result.checks}
+        skipped = PROBES_SKIPPED.get(example["name"], set())
+        expected_outcomes = {
+            name: "skipped" if name in skipped else "passed"
+            for name in ("end_to_end", "isolated", "prefilled_nan", "fresh_inputs")
+        }
+        assert outcomes == expected_outcomes, result.checks
