@@ -9,6 +9,7 @@ and the embedded filesystem broker (in the container's data folder).
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,13 +31,30 @@ JOB = {"repository": {"url": "https://github.com/acme/kernels.git"}, "applicatio
 pytestmark = pytest.mark.timeout(900)
 
 
+def _listening() -> bool:
+    """Whether the engine's socket takes a connection, asked with a socket that is always closed: docker-py
+    (and httpx) leave the socket of a failed connect unclosed, a ResourceWarning (an error here)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(120)
+            probe.connect(SOCKET.removeprefix("unix://"))
+    except OSError:
+        return False
+    return True
+
+
 def _engine() -> docker.DockerClient | None:
+    if not _listening():
+        return None
+    client = None
     try:
         client = docker.DockerClient(base_url=SOCKET, timeout=120)
         client.ping()
-        return client
     except Exception:
+        if client is not None:
+            client.close()
         return None
+    return client
 
 
 @pytest.fixture(scope="module")
