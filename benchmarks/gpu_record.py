@@ -273,7 +273,7 @@ def parse_summary(text: str) -> dict:
                 number, word = item.split(" ")
                 result[WORDS[word]] += int(number)
         result["seconds"] = float(match["seconds"])
-        result["summary"] = line.strip()
+        result["summary"] = line.strip().strip("=").strip()
         return result
     raise ValueError("no pytest summary line (e.g. '26 passed in 69.40s (0:01:09)') in the output")
 

@@ -207,6 +207,13 @@ def render_validation(result: ValidationResult, console: Console) -> None:
         )
     else:
         console.print(f"[bold red]FAIL[/bold red] ({result.failure}) {result.reason}", highlight=False)
+    if result.checks:
+        colors = {"passed": "green", "failed": "red", "skipped": "yellow"}
+        ran = ", ".join(f"{c.name} [{colors[c.outcome]}]{c.outcome}[/]" for c in result.checks)
+        console.print(f"checks: {ran}", highlight=False)
+        for check in result.checks:
+            if check.outcome == "skipped":
+                console.print(f"  {check.name} skipped: {escape(check.detail or '')}", highlight=False)
     shown = next(
         (x for x in result.launches if not x.passed), result.launches[-1] if result.launches else None
     )

@@ -18,6 +18,7 @@ from intelliperf.contract.report import (
     BestResult,
     BufferComparison,
     Diagnosis,
+    JudgeCheck,
     LaunchComparison,
     Report,
     SourceLocation,
@@ -309,6 +310,8 @@ def _validation(result: ValidationResult) -> str:
     if bounds:
         line += f" ({bounds})"
     parts = ["### Validation", line + "."]
+    if result.checks:
+        parts.append(_checks(result.checks))
     worst = _worst_launch(result)
     outputs = [b for b in worst.buffers if b.role == "output"] if worst else []
     if worst is not None and outputs:
@@ -316,6 +319,23 @@ def _validation(result: ValidationResult) -> str:
         header = ["param", "type", "bytes", "max abs error", "max rel error", "bound use"]
         parts.append(_table(header, [_buffer_row(b) for b in outputs], "llrrrr"))
     return "\n\n".join(parts)
+
+
+CHECK_TITLES = {
+    "end_to_end": "the program end to end",
+    "isolated": "each launch on the reference's own inputs",
+    "prefilled_nan": "outputs filled with NaN before every launch",
+    "fresh_inputs": "fresh inputs, outputs filled with random bytes",
+}
+
+
+def _checks(checks: list[JudgeCheck]) -> str:
+    """One line per check Accordo ran: what it checks and how it ended (why, when not passed)."""
+    lines = []
+    for check in checks:
+        why = f": {_plain(_first_line(check.detail))}" if check.detail and check.outcome != "passed" else ""
+        lines.append(f"- {CHECK_TITLES[check.name]}: **{check.outcome}**{why}")
+    return "Checks:\n\n" + "\n".join(lines)
 
 
 def _seconds(attempt: Attempt) -> tuple[str, str]:

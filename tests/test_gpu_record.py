@@ -82,7 +82,7 @@ def test_parse_summary_long_padding_and_colour() -> None:
     text = "\x1b[32m============ 26 passed, 1 deselected in 1.50s ============\x1b[0m\n"
     result = parse_summary(text)
     assert (result["passed"], result["deselected"], result["seconds"]) == (26, 1, 1.5)
-    assert result["summary"] == "============ 26 passed, 1 deselected in 1.50s ============"
+    assert result["summary"] == "26 passed, 1 deselected in 1.50s"
 
 
 def test_parse_summary_takes_the_last_line_and_knows_no_tests() -> None:

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from intelliperf.console import render_report
+from intelliperf.console import render_report, render_validation
 from intelliperf.contract.report import (
     Attempt,
     BestResult,
     BufferComparison,
     DeviceInfo,
     Diagnosis,
+    JudgeCheck,
     LaunchComparison,
     Optimization,
     RankedKernel,
@@ -240,6 +241,28 @@ def test_metric_and_validation() -> None:
     assert buffer_row == "| 0 | float32 | 4,194,304 | 3e-07 | 4e-06 | 0.3 |"
 
 
+def test_the_validation_lists_each_check_accordo_ran_and_why_one_was_skipped() -> None:
+    checks = [
+        JudgeCheck(name="end_to_end", outcome="passed"),
+        JudgeCheck(name="isolated", outcome="passed"),
+        JudgeCheck(name="prefilled_nan", outcome="skipped", detail="the kernel overwrites no output whole"),
+        JudgeCheck(name="fresh_inputs", outcome="passed", detail="not shown when passed"),
+    ]
+    runs = attempts()
+    runs[2] = runs[2].model_copy(
+        update={"validation": validation(speedup()).model_copy(update={"checks": checks})}
+    )
+    section = render_summary(report(attempts=runs)).split("### Validation", 1)[1].split("\n### ", 1)[0]
+    assert (
+        "Checks:\n\n- the program end to end: **passed**\n"
+        "- each launch on the reference's own inputs: **passed**\n"
+        "- outputs filled with NaN before every launch: **skipped**: the kernel overwrites no output whole\n"
+        "- fresh inputs, outputs filled with random bytes: **passed**\n"
+    ) in section
+    assert "not shown when passed" not in section
+    assert "Checks:" not in render_summary(report())  # a validation without checks lists none
+
+
 def test_a_rewrite_judged_by_the_projects_tests_says_so_instead_of_buffer_bounds() -> None:
     by_tests = validation(speedup()).model_copy(update={"judge": "unittest", "launches": []})
     runs = attempts()
@@ -342,3 +365,25 @@ def test_console_diagnosis_only_has_no_attempts() -> None:
     out = console.export_text()
     assert "Attempts" not in out and "Optimization:" not in out
     assert "Top kernels" in out
+
+
+def test_the_console_shows_the_checks_and_why_one_was_skipped() -> None:
+    checks = [
+        JudgeCheck(name="end_to_end", outcome="passed"),
+        JudgeCheck(name="isolated", outcome="passed"),
+        JudgeCheck(name="prefilled_nan", outcome="failed", detail="run with NaN: mismatch"),
+    ]
+    failed = validation(None).model_copy(
+        update={"passed": False, "failure": "mismatch", "reason": "run with NaN: mismatch", "checks": checks}
+    )
+    console = Console(record=True, width=200)
+    render_validation(failed, console)
+    text = console.export_text()
+    assert "checks: end_to_end passed, isolated passed, prefilled_nan failed" in text
+    skipped = [
+        *checks[:2],
+        JudgeCheck(name="prefilled_nan", outcome="skipped", detail="no output overwritten whole"),
+    ]
+    console = Console(record=True, width=200)
+    render_validation(validation(None).model_copy(update={"checks": skipped}), console)
+    assert "  prefilled_nan skipped: no output overwritten whole" in console.export_text()
