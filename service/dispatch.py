@@ -21,6 +21,10 @@ messages did not reach the broker takes its ``dispatched_at`` back, and the next
 The reaper judges workers by the time the service could hear them: after this process starts, or after its
 database was unreachable, a worker's heartbeat counts as fresh for ``worker_stale_s`` (the workers were
 beating into an outage, not dead), so an API or database outage re-runs no job.
+
+The sweep also deletes kernel samples older than ``kernel_sample_retention_days`` (service.kernel_samples),
+once every PRUNE_INTERVAL_S, a bounded number of batches at a time: a pass that left some goes on at the
+next sweep.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from service.jobs import (
     unmark_dispatched,
     unsent_among,
 )
+from service.kernel_samples import prune_samples
 from service.settings import ServiceSettings
 
 __all__ = ["MAX_RUNS", "Dispatcher", "lost_run"]
@@ -64,6 +69,7 @@ COALESCE_S = 0.01  # a burst of submissions goes out in one pass (one query, one
 # against 26-75 ms. An idle dispatcher still sends a submission after COALESCE_S, and 0.2 s stays far
 # inside the 500 ms dispatch target.
 MIN_PASS_INTERVAL_S = 0.2
+PRUNE_INTERVAL_S = 3600.0  # kernel samples are kept for days: an hour's lateness deletes none too late
 
 
 def lost_run(
@@ -115,6 +121,7 @@ class Dispatcher:
         self.heard_since = utcnow()
         """Since when this process could hear workers: its start, or the end of its database's last outage."""
         self._database_down = False
+        self._next_prune = float("-inf")  # time.monotonic() of the next pruning of kernel samples
 
     def database_unavailable(self) -> None:
         """The database failed a request: once it answers again, workers get a fresh ``worker_stale_s``
@@ -174,11 +181,28 @@ class Dispatcher:
         return pending, look_for_all
 
     def sweep(self) -> int:
-        """One pass: reap lost runs, notice a restarted broker, send what is due. Returns jobs sent."""
+        """One pass: reap lost runs, notice a restarted broker, send what is due, and (when it is time)
+        delete old kernel samples. Returns jobs sent."""
         self._check_database_back()
         self.reap_lost_runs()
         self._check_broker_restart()
-        return self.dispatch_due()
+        sent = self.dispatch_due()
+        if time.monotonic() >= self._next_prune:
+            self.prune_kernel_samples()
+        return sent
+
+    def prune_kernel_samples(self) -> int:
+        """Delete kernel samples older than ``kernel_sample_retention_days``, at most PRUNE_MAX_BATCHES
+        batches; the next sweep goes on if some are left, else the one after PRUNE_INTERVAL_S. Returns how
+        many were deleted. Each API process's dispatcher does it: deleting a row twice deletes it once."""
+        self._next_prune = time.monotonic() + PRUNE_INTERVAL_S  # a failing pass is not retried every sweep
+        cutoff = utcnow() - timedelta(days=self.settings.kernel_sample_retention_days)
+        deleted, done = prune_samples(self.db, cutoff)
+        if not done:
+            self._next_prune = float("-inf")
+        if deleted:
+            log.info("deleted %d kernel sample(s) older than %s", deleted, f"{cutoff:%Y-%m-%d %H:%M} UTC")
+        return deleted
 
     def dispatch_due(self) -> int:
         """Send every due job: never sent, or sent longer than ``redispatch_after_s`` ago. On PostgreSQL

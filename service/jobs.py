@@ -25,6 +25,7 @@ from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
 from service.deliveries import forget_deliveries
 from service.job_log import note
+from service.kernel_samples import record_samples
 from service.secrets import delete_secrets
 
 __all__ = [
@@ -334,10 +335,13 @@ def finish(
     speedup: float | None = None,
     pr_url: str | None = None,
 ) -> None:
+    """Record a job's end; with a report, also its kernels' samples (service.kernel_samples), in the
+    caller's transaction."""
     if status not in FINISHED:
         raise ValueError(f"{status!r} is not a finished state")
     delete_secrets(session, job_id)
     forget_deliveries(session, job_id)
+    now = utcnow()
     session.execute(
         update(Job)
         .where(Job.id == job_id)
@@ -350,9 +354,13 @@ def finish(
             summary=summary,
             speedup=speedup,
             pr_url=pr_url,
-            finished_at=utcnow(),
+            finished_at=now,
         )
     )
+    if report is not None:
+        job = session.get(Job, job_id)  # the caller has usually loaded it: no query then
+        if job is not None:
+            record_samples(session, job_id, repository=job.repository, spec=job.spec, report=report, now=now)
     message = f"{status}: {outcome}" + (f" ({error.splitlines()[0]})" if error else "")
     add_event(session, job_id, "state", message, stage=status)
 

@@ -80,6 +80,12 @@ class ServiceSettings(QueueSettings):
         default=5.0, ge=0, description="How long submissions reuse one reading of the queues workers serve"
     )
     events_poll_s: float = Field(default=0.25, gt=0, description="How often an event stream checks for news")
+    kernel_sample_retention_days: int = Field(
+        default=180,
+        ge=1,
+        description="Kernel samples (each finished job's time per kernel, /v1/kernels) older than this are "
+        "deleted",
+    )
 
     @property
     def resolved_database_url(self) -> str:

@@ -19,7 +19,7 @@ from intelliperf import __version__
 from intelliperf.contract import JobSpec
 from intelliperf.jobqueue import make_celery
 from intelliperf.project_archive import ArchiveLimits
-from service.api import jobs, ops, worker_api
+from service.api import jobs, kernels, ops, worker_api
 from service.api.archive_checks import ArchiveChecks
 from service.api.deps import validation_error_after_auth
 from service.api.limits import BodySizeLimit, BodyTooLarge
@@ -113,6 +113,7 @@ def create_app(
         return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_413_CONTENT_TOO_LARGE)
 
     app.include_router(jobs.router)
+    app.include_router(kernels.router)
     app.include_router(ops.router)
     app.include_router(worker_api.router)
     from service.dashboard import routes as dashboard

@@ -7,9 +7,20 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from intelliperf.contract import JobSpec
+from intelliperf.tracking.changepoints import ChangePoint
 from service.db.models import Job
 
-__all__ = ["JobDetail", "JobLinks", "JobList", "JobSummary", "WorkerOut"]
+__all__ = [
+    "JobDetail",
+    "JobLinks",
+    "JobList",
+    "JobSummary",
+    "KernelList",
+    "KernelOut",
+    "KernelSampleOut",
+    "KernelSeries",
+    "WorkerOut",
+]
 
 
 class JobLinks(BaseModel):
@@ -95,3 +106,61 @@ class WorkerOut(BaseModel):
     started_at: datetime
     last_heartbeat: datetime
     alive: bool = Field(description="Heard from within the service's worker_stale_s")
+
+
+class KernelOut(BaseModel):
+    """A kernel sampled in a repository, on one device: its series in brief."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kernel: str = Field(description="Mangled name as launched (the series' key)")
+    demangled: str = Field(description="As the newest sample has it")
+    location: str | None = Field(
+        description="file:line of the first source location a diagnosis gave in the newest sample's job"
+    )
+    device: str | None = Field(description="The GPU the samples were measured on (the report's device)")
+    samples: int
+    first_commit: str | None = Field(description="The oldest sample's commit (else its ref)")
+    first_at: datetime
+    last_commit: str | None = Field(description="The newest sample's commit (else its ref)")
+    last_at: datetime
+    latest_median_ns: float = Field(description="The newest sample's median time per launch")
+
+
+class KernelList(BaseModel):
+    repository: str
+    items: list[KernelOut] = Field(description="One per kernel and device, by kernel then device")
+    total: int
+    limit: int
+    offset: int
+
+
+class KernelSampleOut(BaseModel):
+    """One finished job's measurement of the kernel."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    commit: str | None = Field(description="The job's commit, else its ref")
+    ref: str | None
+    job_id: str
+    created_at: datetime = Field(description="When the job's end was recorded")
+    device: str | None
+    launches: int
+    median_ns: float
+    mean_ns: float
+    code_hash: str | None = Field(description="Not computed yet: always null")
+
+
+class KernelSeries(BaseModel):
+    repository: str
+    kernel: str
+    device: str | None = Field(description="The device asked for; null: every device")
+    items: list[KernelSampleOut] = Field(description="The newest `limit` samples, oldest first")
+    total: int = Field(description="Samples in the series in all")
+    limit: int
+    change_points: list[ChangePoint] = Field(
+        default_factory=list,
+        description="Where the kernel's time moved to a new level (intelliperf.tracking.changepoints), in "
+        "the samples returned; repeated jobs of one commit count as its runs",
+    )
+    change_points_note: str | None = Field(default=None, description="Why no change point was looked for")

@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -32,6 +33,7 @@ __all__ = [
     "JobEvent",
     "JobEventBatch",
     "JobSecret",
+    "KernelSample",
     "Worker",
     "utcnow",
 ]
@@ -155,6 +157,47 @@ class JobEvent(Base):
     message: Mapped[str] = mapped_column(Text)
 
     __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+
+KERNEL_NAME_LENGTH = 2000
+"""The longest mangled kernel name (in UTF-8 bytes) a sample keeps: the kernel is part of two index keys,
+and PostgreSQL's B-tree entries hold at most about 2,700 bytes."""
+DEVICE_NAME_LENGTH = 200
+
+
+class KernelSample(Base):
+    """One kernel's time in one finished job: the points of the kernel's time series in its repository
+    (service.kernel_samples). Written with the job's end, from its report; removed after
+    ``kernel_sample_retention_days``."""
+
+    __tablename__ = "kernel_samples"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    repository: Mapped[str | None] = mapped_column(String(200), doc="owner/name; None for an archive job")
+    commit: Mapped[str | None] = mapped_column(Text, doc="The spec's repository commit, else its ref")
+    ref: Mapped[str | None] = mapped_column(Text)
+    device: Mapped[str | None] = mapped_column(String(DEVICE_NAME_LENGTH), doc="The report's device.name")
+    kernel: Mapped[str] = mapped_column(String(KERNEL_NAME_LENGTH), doc="Mangled name as launched")
+    demangled: Mapped[str] = mapped_column(Text)
+    location: Mapped[str | None] = mapped_column(
+        Text, doc="file:line of the first source location a diagnosis of the kernel gives"
+    )
+    code_hash: Mapped[str | None] = mapped_column(String(64), doc="Not computed by the engine yet")
+    launches: Mapped[int] = mapped_column(BigInteger)
+    median_ns: Mapped[float] = mapped_column(Float)
+    mean_ns: Mapped[float] = mapped_column(Float)
+    total_ns: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+
+    __table_args__ = (
+        # also the index on job_id (its leading column), for the cascade from jobs
+        UniqueConstraint("job_id", "kernel", name="uq_kernel_samples_job_id_kernel"),
+        # a repository's kernels (per device), and one kernel's series in time order
+        Index("ix_kernel_samples_repository_kernel_device", "repository", "kernel", "device", "created_at"),
+    )
 
 
 class ApiToken(Base):

@@ -1,0 +1,414 @@
+"""Kernel samples: a finished job's report records each kernel's time once, the series API reads them back
+in time order within the token's scope, old samples are pruned, and the migration goes both ways. On SQLite
+and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from pydantic import ValidationError
+from sqlalchemy import func, inspect, select, text, update
+
+from intelliperf.contract import (
+    Application,
+    DeviceInfo,
+    Diagnosis,
+    JobSpec,
+    RankedKernel,
+    Report,
+    RepositoryRef,
+    SourceLocation,
+)
+from intelliperf.contract.worker import JobResult
+from intelliperf.jobqueue import make_celery
+from service.auth import ADMIN, create_token
+from service.db.migrate import alembic_config
+from service.db.models import Base, Job, JobEvent, KernelSample
+from service.db.session import Database
+from service.dispatch import Dispatcher
+from service.jobs import finish, repository_name, submit
+from service.kernel_samples import prune_samples
+from service.settings import ServiceSettings
+from tests.service.conftest import WORKER_TOKEN, LiveService
+from tests.service.test_worker_api import deliver
+from worker.service_client import ServiceClient
+
+H100 = "NVIDIA H100 80GB HBM3"
+MI300X = "AMD Instinct MI300X"
+TRANSPOSE = "_Z15transpose_tiledPKfPfii"
+INIT = "_Z11init_matrixPfmj"
+SORT = "_ZN3cub18DeviceRadixSortKernelIfEEvPKfPfi"
+
+
+def kernel(rank: int, name: str, median_ns: float, *, library: bool = False) -> RankedKernel:
+    return RankedKernel(
+        rank=rank,
+        name=name,
+        demangled=f"{name[4:]}(…)",
+        launches=20,
+        total_ns=int(median_ns * 20),
+        mean_ns=median_ns * 1.01,
+        median_ns=median_ns,
+        share=0.5,
+        library=library,
+    )
+
+
+def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Diagnosis:
+    return Diagnosis(
+        kernel=kernel_name,
+        formula=formula,
+        present=bool(locations),
+        severity="high" if locations else "none",
+        estimated_saving_ns=0.0,
+        estimated_saving_fraction=0.0,
+        summary="",
+        reasoning="",
+        locations=[SourceLocation(file=file, line=line, share=0.5) for file, line in locations],
+    )
+
+
+def report(transpose_ns: float = 80_960.5, device: str | None = H100) -> dict[str, Any]:
+    """A report as the engine writes one: two project kernels and a library kernel (CUB)."""
+    return Report(
+        intelliperf_version="1.0.0",
+        device=DeviceInfo(name=device, arch="sm_90") if device else None,
+        application=["./transpose"],
+        project_directory=".",
+        formula_requested="auto",
+        kernels=[
+            kernel(1, TRANSPOSE, transpose_ns),
+            kernel(2, SORT, 30_000.0, library=True),
+            kernel(3, INIT, 40_768.0),
+        ],
+        diagnoses=[
+            diagnosis(TRANSPOSE, "memoryAccess"),  # no location: the next diagnosis's first one counts
+            diagnosis(TRANSPOSE, "bankConflict", ("transpose.cu", 59), ("transpose.cu", 61)),
+            diagnosis(INIT, "bankConflict"),
+        ],
+    ).model_dump(mode="json")
+
+
+def spec(repository: str = "acme/kernels", commit: str | None = None, ref: str = "main") -> JobSpec:
+    return JobSpec(
+        repository=RepositoryRef(url=f"https://github.com/{repository}.git", ref=ref, commit=commit),
+        applications=[Application(command=["./transpose"])],
+    )
+
+
+def finished_job(db: Database, job_spec: JobSpec, job_report: dict[str, Any] | None) -> str:
+    """A job submitted for ``job_spec``'s repository and finished with ``job_report``, as the worker API
+    finishes one."""
+    repository = repository_name(job_spec.repository.url) if job_spec.repository else None
+    archive = None if job_spec.repository else b"project"
+    with db.session() as session:
+        job, _ = submit(session, job_spec, principal=ADMIN, repository=repository, archive=archive)
+    with db.session() as session:
+        finish(session, job.id, status="succeeded", outcome="diagnosed", report=job_report)
+    return job.id
+
+
+def samples(db: Database, job_id: str | None = None) -> list[KernelSample]:
+    with db.session() as session:
+        query = select(KernelSample).order_by(KernelSample.id)
+        if job_id is not None:
+            query = query.where(KernelSample.job_id == job_id)
+        return list(session.scalars(query))
+
+
+def test_a_finished_jobs_report_records_each_project_kernel_once(live: LiveService, db: Database) -> None:
+    """Through the worker API, as a worker ends a job; the result sent again, or the job's end recorded
+    again, doubles nothing."""
+    with live.client() as client:
+        submitted = client.post("/v1/jobs", json=spec(commit="c0ffee1").model_dump(mode="json"))
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        result = JobResult(run_id="run-1", status="succeeded", outcome="diagnosed", report=report())
+        with ServiceClient(live.url, WORKER_TOKEN, retry_s=0) as api:
+            assert api.claim(job_id, "w-1", "run-1", deliver(live.settings, job_id)) is not None
+            api.result(job_id, result)
+            api.result(job_id, result)  # its first answer lost
+        finished_at = datetime.fromisoformat(client.get(f"/v1/jobs/{job_id}").json()["finished_at"])
+    recorded = samples(db, job_id)
+    assert [s.kernel for s in recorded] == [TRANSPOSE, INIT]  # the library kernel (CUB) is not sampled
+    transpose, init = recorded
+    assert (transpose.repository, transpose.commit, transpose.ref, transpose.device) == (
+        "acme/kernels",
+        "c0ffee1",
+        "main",
+        H100,
+    )
+    assert (transpose.demangled, transpose.location, init.location) == (
+        "transpose_tiledPKfPfii(…)",
+        "transpose.cu:59",
+        None,
+    )
+    assert (transpose.launches, transpose.median_ns, transpose.total_ns) == (20, 80_960.5, 1_619_210)
+    assert transpose.mean_ns == pytest.approx(81_770.105)
+    assert transpose.code_hash is None
+    assert transpose.created_at == init.created_at == finished_at
+    with db.session() as session:  # the job's end recorded once more (a reaper, a retried transaction)
+        finish(session, job_id, status="succeeded", outcome="diagnosed", report=report(transpose_ns=1.0))
+    assert [(s.id, s.median_ns) for s in samples(db, job_id)] == [(s.id, s.median_ns) for s in recorded]
+
+
+def test_a_report_that_does_not_parse_keeps_the_jobs_end_and_records_no_samples(db: Database) -> None:
+    broken = {**report(), "kernels": [{"rank": 0, "name": TRANSPOSE}]}
+    for malformed in ({"schema_version": 1}, broken):
+        job_id = finished_job(db, spec(), malformed)
+        with db.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            assert (job.status, job.outcome, job.report) == ("succeeded", "diagnosed", malformed)
+        assert samples(db, job_id) == []
+    # a kernel whose name the database could not key (too long, or a NUL PostgreSQL refuses) is left out,
+    # the others are recorded
+    odd = report()
+    odd["kernels"] += [
+        {**odd["kernels"][0], "name": "_Z" + "x" * 2000},
+        {**odd["kernels"][0], "name": "_Z1k\x00"},
+        {**odd["kernels"][0], "demangled": "k\x00()"},  # the same kernel twice: recorded once
+    ]
+    job_id = finished_job(db, spec(), odd)
+    assert [s.kernel for s in samples(db, job_id)] == [TRANSPOSE, INIT]
+    assert samples(db, finished_job(db, spec(), None)) == []  # no report, no samples
+
+
+def test_samples_the_database_refuses_cost_the_samples_not_the_jobs_end(db: Database) -> None:
+    with db.session() as session:
+        session.execute(text("DROP TABLE kernel_samples"))  # any refusal: here, the table is gone
+    sent = report()
+    job_id = finished_job(db, spec(), sent)
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and (job.status, job.report) == ("succeeded", sent)
+        assert (
+            session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.job_id == job_id)) == 2
+        )
+
+
+def test_an_archive_job_and_a_job_without_a_device_are_sampled_without_them(db: Database) -> None:
+    archive_job = finished_job(db, JobSpec(applications=[Application(command=["./t"])]), report())
+    assert {(s.repository, s.commit, s.ref) for s in samples(db, archive_job)} == {(None, None, None)}
+    no_device = finished_job(db, spec(ref="v1.2"), report(device=None))
+    assert {(s.commit, s.ref, s.device) for s in samples(db, no_device)} == {("v1.2", "v1.2", None)}
+
+
+def test_the_series_api_reads_a_kernels_samples_in_time_order(live: LiveService, db: Database) -> None:
+    jobs = [
+        finished_job(db, spec(commit="aaaaaaa"), report(transpose_ns=100.0)),
+        finished_job(db, spec(commit="bbbbbbb"), report(transpose_ns=90.0)),
+        finished_job(db, spec(commit="bbbbbbb"), report(transpose_ns=95.0, device=MI300X)),
+        finished_job(db, spec(commit="ccccccc", ref="feature"), report(transpose_ns=70.0)),
+        finished_job(db, spec("other/tools", commit="ddddddd"), report(transpose_ns=1.0)),
+    ]
+    repository = {"repository": "acme/kernels"}
+    with live.client() as client:
+        series = client.get("/v1/kernels/series", params={**repository, "kernel": TRANSPOSE})
+        assert series.status_code == 200, series.text
+        body = series.json()
+        assert (body["repository"], body["kernel"], body["device"], body["total"]) == (
+            "acme/kernels",
+            TRANSPOSE,
+            None,
+            4,
+        )
+        assert [(p["commit"], p["job_id"], p["median_ns"]) for p in body["items"]] == [
+            ("aaaaaaa", jobs[0], 100.0),
+            ("bbbbbbb", jobs[1], 90.0),
+            ("bbbbbbb", jobs[2], 95.0),
+            ("ccccccc", jobs[3], 70.0),
+        ]
+        times = [datetime.fromisoformat(p["created_at"]) for p in body["items"]]
+        assert times == sorted(times)
+        assert body["items"][3] | {"created_at": None} == {
+            "commit": "ccccccc",
+            "ref": "feature",
+            "job_id": jobs[3],
+            "created_at": None,
+            "device": H100,
+            "launches": 20,
+            "median_ns": 70.0,
+            "mean_ns": pytest.approx(70.7),
+            "code_hash": None,
+        }
+        on_h100 = client.get(
+            "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "device": H100, "limit": 2}
+        ).json()  # the newest two, oldest first
+        assert (on_h100["total"], [p["job_id"] for p in on_h100["items"]]) == (3, [jobs[1], jobs[3]])
+
+        kernels = client.get("/v1/kernels", params=repository)
+        assert kernels.status_code == 200, kernels.text
+        listed = kernels.json()
+        assert (listed["repository"], listed["total"], listed["limit"], listed["offset"]) == (
+            "acme/kernels",
+            4,
+            100,
+            0,
+        )
+        by_key = {(k["kernel"], k["device"]): k for k in listed["items"]}
+        assert list(by_key) == [(INIT, MI300X), (INIT, H100), (TRANSPOSE, MI300X), (TRANSPOSE, H100)]
+        assert by_key[TRANSPOSE, H100] == {
+            "kernel": TRANSPOSE,
+            "demangled": "transpose_tiledPKfPfii(…)",
+            "location": "transpose.cu:59",
+            "device": H100,
+            "samples": 3,
+            "first_commit": "aaaaaaa",
+            "first_at": series.json()["items"][0]["created_at"],
+            "last_commit": "ccccccc",
+            "last_at": series.json()["items"][3]["created_at"],
+            "latest_median_ns": 70.0,
+        }
+        assert (by_key[INIT, MI300X]["samples"], by_key[INIT, MI300X]["first_commit"]) == (1, "bbbbbbb")
+        page = client.get("/v1/kernels", params={**repository, "limit": 1, "offset": 3}).json()
+        assert (page["total"], [k["kernel"] for k in page["items"]]) == (4, [TRANSPOSE])
+        assert [k["device"] for k in page["items"]] == [H100]
+
+        nothing = [
+            ("/v1/kernels", {"repository": "acme/nothing"}, "no kernel samples for repository acme/nothing"),
+            (
+                "/v1/kernels/series",
+                {**repository, "kernel": "_Z4gonev"},
+                "no samples of kernel '_Z4gonev' in repository acme/kernels",
+            ),
+            (
+                "/v1/kernels/series",
+                {**repository, "kernel": TRANSPOSE, "device": "NVIDIA A100"},
+                f"no samples of kernel {TRANSPOSE!r} in repository acme/kernels on device 'NVIDIA A100'",
+            ),
+        ]
+        for path, params, message in nothing:
+            response = client.get(path, params=params)
+            assert (response.status_code, response.json()["detail"]) == (404, message), path
+        for bad in ("acme", "acme/kernels/extra", "https://github.com/acme/kernels", "acme/ker nels", ""):
+            for path in ("/v1/kernels", "/v1/kernels/series"):
+                response = client.get(path, params={"repository": bad, "kernel": TRANSPOSE})
+                assert response.status_code == 422, (bad, path, response.text)
+                assert ["query", "repository"] in [e["loc"] for e in response.json()["detail"]]
+        for limit in (0, 5001):
+            response = client.get(
+                "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "limit": limit}
+            )
+            assert response.status_code == 422, response.text
+    with live.client(token=None) as anonymous:
+        assert anonymous.get("/v1/kernels", params=repository).status_code == 401
+
+
+def test_a_token_reads_only_the_kernels_of_its_repositories(live: LiveService, db: Database) -> None:
+    finished_job(db, spec(commit="aaaaaaa"), report())
+    finished_job(db, spec("other/tools", commit="bbbbbbb"), report())
+    with db.session() as session:
+        _, other = create_token(session, "other-ci", ["other/*"])
+        _, acme = create_token(session, "acme-ci", ["Acme/*"])  # scopes match case-insensitively
+    with live.client(other) as scoped, live.client(acme) as owner:
+        for path, params, owners_answer in (
+            ("/v1/kernels", {"repository": "acme/kernels"}, 200),
+            ("/v1/kernels/series", {"repository": "acme/kernels", "kernel": TRANSPOSE}, 200),
+            ("/v1/kernels", {"repository": "acme/nothing"}, 404),  # refused alike: nothing is told
+        ):
+            refused = scoped.get(path, params=params)
+            assert refused.status_code == 403, refused.text
+            expected = f"token 'other-ci' is scoped to other/*, not to {params['repository']}"
+            assert refused.json()["detail"] == expected
+            assert owner.get(path, params=params).status_code == owners_answer
+        own = scoped.get("/v1/kernels/series", params={"repository": "other/tools", "kernel": TRANSPOSE})
+        assert [p["commit"] for p in own.json()["items"]] == ["bbbbbbb"]
+
+
+def test_retention_deletes_only_samples_older_than_the_limit_in_bounded_batches(
+    settings: ServiceSettings, db: Database
+) -> None:
+    now = datetime.now(UTC)
+    ages = {"aaaaaaa": 400, "bbbbbbb": 200, "ccccccc": 181, "ddddddd": 179, "eeeeeee": 0}
+    for commit, days in ages.items():
+        job_id = finished_job(db, spec(commit=commit), report())
+        with db.session() as session:
+            session.execute(
+                update(KernelSample)
+                .where(KernelSample.job_id == job_id)
+                .values(created_at=now - timedelta(days=days))
+            )
+    assert len(samples(db)) == 10  # two kernels per job
+
+    # a pass deletes at most max_batches batches, and tells whether some are left
+    assert prune_samples(db, now - timedelta(days=180), batch=2, max_batches=2) == (4, False)
+    assert prune_samples(db, now - timedelta(days=180), batch=2, max_batches=2) == (2, True)
+    assert {s.commit for s in samples(db)} == {"ddddddd", "eeeeeee"}
+
+    # the dispatcher's sweep prunes with the setting; nothing younger than it goes
+    dispatcher = Dispatcher(
+        db, make_celery(settings), settings.model_copy(update={"kernel_sample_retention_days": 1})
+    )
+    assert dispatcher.prune_kernel_samples() == 2
+    assert {s.commit for s in samples(db)} == {"eeeeeee"}
+    dispatcher.sweep()  # not due again for an hour: nothing more is deleted, the sweep does its work
+    assert {s.commit for s in samples(db)} == {"eeeeeee"}
+
+
+def test_the_retention_setting_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ServiceSettings().kernel_sample_retention_days == 180
+    monkeypatch.setenv("INTELLIPERF_KERNEL_SAMPLE_RETENTION_DAYS", "30")
+    assert ServiceSettings().kernel_sample_retention_days == 30
+    monkeypatch.setenv("INTELLIPERF_KERNEL_SAMPLE_RETENTION_DAYS", "0")
+    with pytest.raises(ValidationError, match="kernel_sample_retention_days"):
+        ServiceSettings()
+
+
+def test_the_kernel_samples_migration_upgrades_and_downgrades(database_url: str) -> None:
+    config = alembic_config(database_url)
+    command.upgrade(config, "0005")
+    database = Database(database_url)
+    try:
+        assert "kernel_samples" not in inspect(database.engine).get_table_names()
+        command.upgrade(config, "head")
+        found = inspect(database.engine)
+        assert "kernel_samples" in found.get_table_names()
+        assert [u["column_names"] for u in found.get_unique_constraints("kernel_samples")] == [
+            ["job_id", "kernel"]
+        ]
+        with database.engine.connect() as connection:  # the migration makes what the model describes
+            differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        assert [d for d in differences if "kernel_samples" in repr(d)] == []
+        job_id = finished_job(database, spec(), report())
+        command.downgrade(config, "0005")
+        assert "kernel_samples" not in inspect(database.engine).get_table_names()
+        with database.session() as session:  # the jobs survive the downgrade
+            assert session.scalar(select(func.count()).select_from(Job).where(Job.id == job_id)) == 1
+        command.upgrade(config, "head")
+        assert samples(database) == []
+    finally:
+        database.dispose()
+
+
+def test_the_series_marks_where_the_kernels_time_moved(live: LiveService, db: Database) -> None:
+    """Ten commits, two jobs each, 80 µs then 100 µs from the sixth commit on: one change point, at that
+    commit, +25% within its interval; mixing devices is refused with the reason; six or fewer commits
+    are too few."""
+    rng = np.random.default_rng(5)
+    for number in range(10):
+        level = 80_000.0 if number < 5 else 100_000.0
+        for _ in range(2):
+            noisy = float(level * np.exp(rng.normal(0, 0.003)))
+            finished_job(db, spec(commit=f"{number:07x}"), report(transpose_ns=noisy))
+    finished_job(db, spec(commit="f" * 7), report(transpose_ns=90_000.0, device=MI300X))
+    query = {"repository": "acme/kernels", "kernel": TRANSPOSE}
+    with live.client() as client:
+        one_device = client.get("/v1/kernels/series", params={**query, "device": H100}).json()
+        mixed = client.get("/v1/kernels/series", params=query).json()
+        few = client.get("/v1/kernels/series", params={**query, "device": H100, "limit": 8}).json()
+    (change,) = one_device["change_points"]
+    assert change["commit"] == f"{5:07x}" and change["index"] == 5
+    assert change["low"] < 0.25 < change["high"] and change["code_changed"] is None
+    assert one_device["change_points_note"] is None
+    assert mixed["change_points"] == [] and "several devices" in mixed["change_points_note"]
+    assert (
+        few["change_points"] == []
+        and few["change_points_note"] == "4 commit(s): change points need at least 6"
+    )
