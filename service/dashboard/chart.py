@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 __all__ = ["ChangeMark", "ChartPoint", "series_svg", "time_label"]
 
 WIDTH, HEIGHT = 720, 240
-LEFT, RIGHT, TOP, BOTTOM = 70, 16, 16, 28  # margins: the y axis labels on the left, commits below
+LEFT, RIGHT, TOP, BOTTOM = 70, 40, 16, 28  # margins: the y axis labels on the left, commits below
 TICKS = 4
 
 

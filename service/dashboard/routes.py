@@ -27,7 +27,7 @@ from service.dashboard.session import (
     safe_next,
     same_origin,
 )
-from service.dashboard.views import job_view, overview
+from service.dashboard.views import job_view, kernel_series_view, overview
 from service.db.models import Job
 from service.events import event_stream_response
 from service.jobs import get_job
@@ -104,6 +104,21 @@ def job_page(
             return render("missing.html", status.HTTP_404_NOT_FOUND, principal=principal, job_id=job_id)
         template = "_job.html" if part else "job.html"
         return render(template, principal=principal, view=view, job=view.job, report=view.report)
+
+
+@router.get("/kernels/series")
+def kernel_series_page(
+    request: Request,
+    principal: PagePrincipal,
+    repository: Annotated[str, Query(max_length=200)],
+    kernel: Annotated[str, Query(min_length=1, max_length=2000)],
+    device: Annotated[str | None, Query(max_length=500)] = None,
+) -> Response:
+    if not principal.may_access(repository):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"this login may not read {repository}")
+    with get_db(request).session() as session:
+        view = kernel_series_view(session, repository, kernel, device or None)
+    return render("kernel.html", principal=principal, view=view)
 
 
 @router.get("/jobs/{job_id}/events")

@@ -6,15 +6,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from intelliperf.contract import Report
+from intelliperf.tracking.changepoints import ChangePoint
 from service.auth import Principal
-from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, Worker, utcnow
+from service.dashboard.chart import ChangeMark, ChartPoint, series_svg, time_label
+from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, KernelSample, Worker, utcnow
 from service.fleet import Fleet
 from service.jobs import get_job, list_jobs
+from service.kernel_samples import commit_times, kernel_series, series_change_points
 
 __all__ = ["JobView", "Overview", "QueueRow", "WorkerRow", "job_view", "overview"]
 
@@ -172,3 +176,49 @@ def job_view(session: Session, principal: Principal, job_id: str) -> JobView | N
             view.report_error = f"the report does not match this version's schema ({errors} errors)"
             view.raw_report = job.report
     return view
+
+
+@dataclass(frozen=True)
+class KernelSeriesView:
+    repository: str
+    kernel: str
+    device: str | None
+    demangled: str | None
+    samples: list[KernelSample]
+    total: int
+    chart: Markup
+    change_points: list[ChangePoint]
+    note: str | None
+
+
+def kernel_series_view(
+    session: Session, repository: str, kernel: str, device: str | None
+) -> KernelSeriesView:
+    """A kernel's series page: its samples (the newest 500), the chart and the change points in them."""
+    page = kernel_series(session, repository, kernel, device, limit=500)
+    samples = list(page.samples)
+    changes, note = series_change_points(samples) if samples else ([], None)
+    grouped = commit_times(samples)
+    points = [
+        ChartPoint(
+            label=c.commit[:7],
+            value_ns=sum(c.samples) / len(c.samples),
+            title=f"{c.commit}: {time_label(sum(c.samples) / len(c.samples))} ({len(c.samples)} job(s))",
+        )
+        for c in grouped
+    ]
+    marks = [
+        ChangeMark(change.index, f"{change.change:+.0%} ({change.low:+.0%} to {change.high:+.0%})")
+        for change in changes
+    ]
+    return KernelSeriesView(
+        repository=repository,
+        kernel=kernel,
+        device=device,
+        demangled=samples[-1].demangled if samples else None,
+        samples=samples,
+        total=page.total,
+        chart=series_svg(points, marks),
+        change_points=changes,
+        note=note,
+    )

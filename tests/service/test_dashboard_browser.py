@@ -13,9 +13,11 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
+from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.service.conftest import (
     ADMIN,
@@ -25,6 +27,7 @@ from tests.service.conftest import (
     recorded_example_archive,
     serve,
 )
+from tests.service.test_kernel_series import H100, TRANSPOSE, history_with_a_step
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
@@ -150,3 +153,45 @@ def test_a_submitted_job_appears_runs_and_reports_live(
 
     assert errors == []
     assert outside == []
+
+
+def test_a_kernels_series_is_a_chart_with_its_change_point_marked(
+    sqlite_live: LiveService, browser: object
+) -> None:
+    """Ten commits of one kernel, 25% slower from the sixth: in Chromium, the series page shows ten points
+    on a line, one change marker between the fifth and the sixth, and its row in the table."""
+    live = sqlite_live
+    db = Database(live.settings.resolved_database_url)
+    try:
+        history_with_a_step(db)
+    finally:
+        db.dispose()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    context.set_default_timeout(TIMEOUT_MS)
+    outside: list[str] = []
+    context.on("request", lambda r: None if r.url.startswith(live.url) else outside.append(r.url))
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live.url + "/login")
+    page.fill("#token", ADMIN)
+    page.click("button[type=submit]")
+    page.wait_for_url(live.url + "/")
+    query = urlencode({"repository": "acme/kernels", "kernel": TRANSPOSE, "device": H100})
+    page.goto(f"{live.url}/kernels/series?{query}")
+    chart = page.locator("svg.series-chart")
+    box = chart.bounding_box()
+    assert box is not None and box["width"] > 600 and box["height"] > 200
+    points = page.locator("svg.series-chart circle.sample")
+    assert points.count() == 10
+    xs = [points.nth(i).bounding_box()["x"] for i in range(10)]  # type: ignore[index]
+    ys = [points.nth(i).bounding_box()["y"] for i in range(10)]  # type: ignore[index]
+    assert xs == sorted(xs)
+    assert max(ys[5:]) < min(ys[:5])  # the slower commits drawn higher up
+    (marker,) = page.locator("svg.series-chart line.change").all()
+    marker_x = marker.bounding_box()["x"]  # type: ignore[index]
+    assert xs[4] < marker_x < xs[5]
+    assert page.locator(f"table.changes tr[data-commit='{5:07x}']").count() == 1
+    assert errors == [] and outside == []
+    page.screenshot(path=str(artifacts() / "dashboard-kernel-series.png"), full_page=True)
+    context.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from alembic import command
@@ -35,6 +36,7 @@ from service.dispatch import Dispatcher
 from service.jobs import finish, repository_name, submit
 from service.kernel_samples import prune_samples
 from service.settings import ServiceSettings
+from tests.service.conftest import ADMIN as ADMIN_TOKEN
 from tests.service.conftest import WORKER_TOKEN, LiveService
 from tests.service.test_worker_api import deliver
 from worker.service_client import ServiceClient
@@ -391,12 +393,7 @@ def test_the_series_marks_where_the_kernels_time_moved(live: LiveService, db: Da
     """Ten commits, two jobs each, 80 µs then 100 µs from the sixth commit on: one change point, at that
     commit, +25% within its interval; mixing devices is refused with the reason; six or fewer commits
     are too few."""
-    rng = np.random.default_rng(5)
-    for number in range(10):
-        level = 80_000.0 if number < 5 else 100_000.0
-        for _ in range(2):
-            noisy = float(level * np.exp(rng.normal(0, 0.003)))
-            finished_job(db, spec(commit=f"{number:07x}"), report(transpose_ns=noisy))
+    history_with_a_step(db)
     finished_job(db, spec(commit="f" * 7), report(transpose_ns=90_000.0, device=MI300X))
     query = {"repository": "acme/kernels", "kernel": TRANSPOSE}
     with live.client() as client:
@@ -412,3 +409,36 @@ def test_the_series_marks_where_the_kernels_time_moved(live: LiveService, db: Da
         few["change_points"] == []
         and few["change_points_note"] == "4 commit(s): change points need at least 6"
     )
+
+
+def history_with_a_step(db: Database, commits: int = 10, step_at: int = 5) -> list[str]:
+    """``commits`` commits of the transpose kernel, two jobs each: 80 µs, then 100 µs from ``step_at``."""
+    rng = np.random.default_rng(5)
+    jobs = []
+    for number in range(commits):
+        level = 80_000.0 if number < step_at else 100_000.0
+        for _ in range(2):
+            noisy = float(level * np.exp(rng.normal(0, 0.003)))
+            jobs.append(finished_job(db, spec(commit=f"{number:07x}"), report(transpose_ns=noisy)))
+    return jobs
+
+
+def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService, db: Database) -> None:
+    jobs = history_with_a_step(db)
+    with db.session() as session:
+        _, other = create_token(session, "other-ci", ["other/*"])
+    query = {"repository": "acme/kernels", "kernel": TRANSPOSE, "device": H100}
+    with httpx.Client(base_url=live.url, timeout=30, follow_redirects=False) as browser:
+        assert browser.post("/login", data={"token": ADMIN_TOKEN, "next": "/"}).status_code == 303
+        page = browser.get("/kernels/series", params=query)
+        assert page.status_code == 200, page.text
+        html = page.text
+        assert html.count('<circle class="sample"') == 10  # one point per commit, its two jobs averaged
+        assert html.count('<line class="change"') == 1
+        assert f'<tr data-commit="{5:07x}">' in html and "+25" in html
+        assert f'href="/jobs/{jobs[-1]}"' in html
+        job_page = browser.get(f"/jobs/{jobs[0]}").text
+        assert 'class="series" href="/kernels/series?repository=acme%2Fkernels&amp;kernel=' in job_page
+    with httpx.Client(base_url=live.url, timeout=30, follow_redirects=False) as browser:
+        assert browser.post("/login", data={"token": other, "next": "/"}).status_code == 303
+        assert browser.get("/kernels/series", params=query).status_code == 403
