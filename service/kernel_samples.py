@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from intelliperf.contract import RankedKernel, Report
+from intelliperf.tracking.against_base import KernelMove, compare_to_base
 from intelliperf.tracking.changepoints import ChangePoint, CommitTimes, find_change_points
 from service.db.models import DEVICE_NAME_LENGTH, KERNEL_NAME_LENGTH, KernelSample
 from service.db.session import Database
@@ -319,3 +320,46 @@ def series_change_points(samples: Sequence[KernelSample]) -> tuple[list[ChangePo
     if len(points) < 6:
         return [], f"{len(points)} commit(s): change points need at least 6"
     return find_change_points(points, min_effect=0.03), None
+
+
+BASE_SAMPLES = 500  # the base branch's newest samples a comparison rests on
+
+
+@dataclass(frozen=True)
+class BaseComparison:
+    base_branch: str
+    moves: list[KernelMove]
+    not_compared: dict[str, str]  # kernel -> why
+
+
+def compare_job_to_base(session: Session, job_id: str, base_branch: str, min_effect: float) -> BaseComparison:
+    """Each kernel the job sampled against the base branch's samples of it (same repository, same device,
+    jobs on ``base_branch``), oldest first; a kernel with no such samples is not compared, and says so."""
+    mine = select(KernelSample).where(KernelSample.job_id == job_id).order_by(KernelSample.id)
+    own = list(session.scalars(mine))
+    moves: list[KernelMove] = []
+    not_compared: dict[str, str] = {}
+    for sample in own:
+        query = (
+            select(KernelSample)
+            .where(
+                KernelSample.repository == sample.repository,
+                KernelSample.kernel == sample.kernel,
+                KernelSample.ref == base_branch,
+                KernelSample.job_id != job_id,
+                (KernelSample.device == sample.device)
+                if sample.device is not None
+                else KernelSample.device.is_(None),
+            )
+            .order_by(KernelSample.created_at.desc(), KernelSample.id.desc())
+            .limit(BASE_SAMPLES)
+        )
+        base = list(reversed(list(session.scalars(query))))
+        name = sample.demangled or sample.kernel
+        if not base:
+            on = f" on {sample.device}" if sample.device else ""
+            not_compared[name] = f"no samples on {base_branch}{on}"
+            continue
+        head = CommitTimes(commit=sample.commit or f"job {job_id}", samples=[sample.median_ns])
+        moves.append(compare_to_base(name, commit_times(base), head, min_effect=min_effect))
+    return BaseComparison(base_branch=base_branch, moves=moves, not_compared=not_compared)

@@ -163,6 +163,11 @@ class ServiceClient:
                 return None
             raise
 
+    def tracking(self, job_id: str) -> dict[str, Any]:
+        """The finished job's kernels against the base branch (``GET /v1/jobs/{id}/tracking``)."""
+        doing = f"reading job {job_id}'s kernel times against the base branch"
+        return dict(self._request("GET", f"/v1/jobs/{job_id}/tracking", doing).json())
+
     def diff(self, job_id: str) -> str | None:
         try:
             return self._request("GET", f"/v1/jobs/{job_id}/diff", "reading the diff").text

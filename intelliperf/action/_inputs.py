@@ -29,8 +29,9 @@ __all__ = [
     "read_inputs",
 ]
 
-FailOn = Literal["never", "error", "no-speedup"]
+FailOn = Literal["never", "error", "no-speedup", "regression"]
 Source = Literal["archive", "git"]
+Mode = Literal["optimize", "track"]
 
 # keys an entry of `applications` may have: the contract's Application fields, plus the spellings
 # AMD's intelliperf-action accepts (build_script = build_command; project_directory, output_json)
@@ -85,6 +86,9 @@ class GithubContext:
     run_attempt: str | None = None
     job: str | None = None
     action: str | None = None
+    base_ref: str | None = None  # a pull request's base branch
+    event_path: str | None = None  # the event's payload (a pull request's number)
+    api_url: str = "https://api.github.com"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GithubContext:
@@ -102,6 +106,9 @@ class GithubContext:
             run_attempt=get("GITHUB_RUN_ATTEMPT"),
             job=get("GITHUB_JOB"),
             action=get("GITHUB_ACTION"),
+            base_ref=get("GITHUB_BASE_REF"),
+            event_path=get("GITHUB_EVENT_PATH"),
+            api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
         )
 
 
@@ -136,6 +143,9 @@ class ActionInputs:
     priority: int | None = None
     report_file: str = "intelliperf-report.json"
     idempotency_key: str | None = None
+    mode: Mode = "optimize"
+    base_branch: str | None = None
+    min_effect: float | None = None
     warnings: tuple[str, ...] = ()
 
     @property
@@ -270,6 +280,13 @@ def read_inputs(env: Mapping[str, str]) -> ActionInputs:
         raise InputError("timeout_minutes", f"expected a number of minutes, got {timeout!r}") from None
     if not 0 < timeout_minutes <= 7 * 24 * 60:
         raise InputError("timeout_minutes", f"must be more than 0 and at most a week, got {timeout}")
+    min_effect = _raw(env, "min_effect")
+    try:
+        effect = float(min_effect) if min_effect is not None else None
+    except ValueError:
+        raise InputError("min_effect", f"expected a share such as 0.03, got {min_effect!r}") from None
+    if effect is not None and not 0 <= effect <= 1:
+        raise InputError("min_effect", f"a share between 0 and 1 (0.03: 3%), got {min_effect}")
     return ActionInputs(
         service_url=service_url.rstrip("/"),
         service_token=_raw(env, "service_token"),
@@ -296,10 +313,13 @@ def read_inputs(env: Mapping[str, str]) -> ActionInputs:
         source=_choice(env, "source", ("archive", "git"), "archive"),  # type: ignore[arg-type]
         wait=bool(_bool(env, "wait", True)),
         timeout_minutes=timeout_minutes,
-        fail_on=_choice(env, "fail_on", ("never", "error", "no-speedup"), "error"),  # type: ignore[arg-type]
+        fail_on=_choice(env, "fail_on", ("never", "error", "no-speedup", "regression"), "error"),  # type: ignore[arg-type]
         priority=_int(env, "priority", 0, 9),
         report_file=_raw(env, "report_file") or "intelliperf-report.json",
         idempotency_key=key,
+        mode=_choice(env, "mode", ("optimize", "track"), "optimize"),  # type: ignore[arg-type]
+        base_branch=_raw(env, "base_branch"),
+        min_effect=effect,
         warnings=tuple(notes),
     )
 
@@ -338,6 +358,15 @@ def build_spec(inputs: ActionInputs, github: GithubContext) -> JobSpec:
         "pull_request": _given(create_pr=inputs.create_pr, labels=inputs.pr_labels),
     }
     named |= {key: value for key, value in nested.items() if value}
+    if inputs.mode == "track":
+        if inputs.formula not in (None, "diagnoseOnly"):
+            raise InputError(
+                "formula", f"mode 'track' measures and diagnoses only; leave it unset, not {inputs.formula!r}"
+            )
+        named["formula"] = "diagnoseOnly"
+        named["track"] = _given(
+            base_branch=inputs.base_branch or github.base_ref or "main", min_effect=inputs.min_effect
+        )
     if inputs.source == "git" and (not github.repository or not github.sha):
         raise InputError("source", "'git' needs GITHUB_REPOSITORY and GITHUB_SHA (set on every runner)")
     if github.repository and github.sha:

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import httpx
+
 from intelliperf.action._client import ServiceClient, ServiceError
 from intelliperf.action._follow import TimedOut, follow_job
 from intelliperf.action._inputs import (
@@ -29,6 +31,7 @@ from intelliperf.action._inputs import (
     read_inputs,
 )
 from intelliperf.action._pack import PackError, pack_project
+from intelliperf.action._track import post_to_pull_request, pull_request_number, tracked
 from intelliperf.action._workflow import Workflow
 
 __all__ = ["EXIT_INPUT", "EXIT_JOB", "EXIT_OK", "EXIT_SERVICE", "EXIT_TIMEOUT", "main", "run"]
@@ -283,7 +286,45 @@ def run(env: Mapping[str, str], *, retry_wait_s: float = 1.0) -> int:
         heading = f"## {name}\n\n" if len(specs) > 1 else ""
         sections.append(heading + _summary(job, report, inputs.service_url))
     flow.add_summary("\n\n".join(sections))
-    return max(_verdict(flow, inputs, job) for job, _, _ in finished)
+    verdict = max(_verdict(flow, inputs, job) for job, _, _ in finished)
+    if inputs.mode == "track":
+        verdict = max(verdict, _track(flow, inputs, github, [job for job, _, _ in finished], names))
+    return verdict
+
+
+def _track(
+    flow: Workflow, inputs: ActionInputs, github: GithubContext, jobs: list[dict[str, Any]], names: list[str]
+) -> int:
+    """The kernels that moved against the base branch: in the summary and the outputs, on the pull request
+    (a comment and a check run) when there is one and a token to post with."""
+    done = [(job, name) for job, name in zip(jobs, names, strict=True) if job.get("status") == "succeeded"]
+    if not done:
+        return EXIT_OK
+    try:
+        with ServiceClient(inputs.service_url, inputs.service_token) as client:
+            trackings = [client.tracking(str(job["id"])) for job, _ in done]
+    except ServiceError as exc:
+        flow.error(str(exc), title="IntelliPerf: kernel times against the base branch")
+        return EXIT_SERVICE
+    result = tracked(trackings, [name for _, name in done])
+    flow.add_summary(result.comment)
+    flow.set_output("moved_kernels", str(result.moved))
+    flow.set_output("slower_kernels", str(result.slower))
+    flow.line(f"{result.moved} kernel(s) moved against {result.base_branch}, {result.slower} slower")
+    number = pull_request_number(github.event_path)
+    if number is not None and inputs.github_token:
+        try:
+            for posted in post_to_pull_request(github, inputs.github_token, number, result):
+                flow.line(f"posted to pull request #{number}: {posted}")
+        except httpx.HTTPError as exc:
+            answer = exc.response.text[:300] if isinstance(exc, httpx.HTTPStatusError) else str(exc)
+            flow.warning(f"could not post to pull request #{number}: {answer}")
+    elif number is not None:
+        flow.warning(f"pull request #{number}: no intelliperf_actions_token to comment with")
+    if result.slower and inputs.fail_on == "regression":
+        flow.error(f"{result.slower} kernel(s) slower than on {result.base_branch} beyond the noise")
+        return EXIT_JOB
+    return EXIT_OK
 
 
 def _cancel(client: ServiceClient, flow: Workflow, job_id: str | None) -> bool:

@@ -11,6 +11,7 @@ from intelliperf.contract.job import (
     RepositoryRef,
     Timeouts,
     Tolerances,
+    TrackSettings,
 )
 from intelliperf.contract.report import (
     REPORT_VERSION,
@@ -67,5 +68,6 @@ __all__ = [
     "Speedup",
     "Timeouts",
     "Tolerances",
+    "TrackSettings",
     "ValidationResult",
 ]

@@ -193,6 +193,16 @@ class PullRequestSettings(_Strict):
     draft: bool = False
 
 
+class TrackSettings(_Strict):
+    """Continuous mode: the job's kernel times are compared with the base branch's series
+    (``GET /v1/jobs/{id}/tracking``); the Action's ``mode: track`` comments the kernels that moved."""
+
+    base_branch: str = Field(default="main", min_length=1, max_length=200, pattern=r"^[^\x00\s]+$")
+    min_effect: float = Field(
+        default=0.03, ge=0, le=1, description="Smallest relative change reported, beyond the noise (0.03: 3%)"
+    )
+
+
 class ContainerSettings(_Strict):
     image: str | None = Field(default=None, description="Image to run the job in; default: the worker image")
     memory_limit: str = Field(default="16g", pattern=r"^[0-9]+[kmg]?$")
@@ -243,6 +253,9 @@ class JobSpec(_Strict):
     )
     llm: LlmSettings = Field(default_factory=LlmSettings)
     pull_request: PullRequestSettings = Field(default_factory=PullRequestSettings)
+    track: TrackSettings | None = Field(
+        default=None, description="Compare the kernels' times with the base branch's (continuous mode)"
+    )
     container: ContainerSettings = Field(default_factory=ContainerSettings)
     gpu: GpuRequirements = Field(default_factory=GpuRequirements)
     timeouts: Timeouts = Field(default_factory=Timeouts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
@@ -12,10 +13,11 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
-from intelliperf.contract import JobSpec
+from intelliperf.contract import JobSpec, TrackSettings
 from intelliperf.errors import plain_message
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
+from intelliperf.tracking.against_base import moves_table
 from service.api.archive_checks import ArchiveChecks, CheckerDied, CheckRefused
 from service.api.deps import (
     BearerSecret,
@@ -25,7 +27,7 @@ from service.api.deps import (
     get_settings,
     principal_or_401,
 )
-from service.api.schemas import JobDetail, JobList, JobSummary
+from service.api.schemas import JobDetail, JobList, JobSummary, JobTracking
 from service.auth import Principal, check_scope
 from service.db.models import FINISHED, JOB_STATES, Job
 from service.events import event_stream_response
@@ -37,6 +39,7 @@ from service.jobs import (
     request_cancel,
     submit,
 )
+from service.kernel_samples import compare_job_to_base
 from service.secrets import SECRET_HEADERS, SecretBox, store_secrets
 from service.settings import ServiceSettings
 
@@ -441,6 +444,42 @@ def read_report(request: Request, principal: CurrentPrincipal, job_id: str) -> J
     if job.report is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no report (it is {job.status})")
     return JSONResponse(job.report)
+
+
+@router.get(
+    "/{job_id}/tracking",
+    response_model=JobTracking,
+    responses={**_NOT_FOUND, 409: {"description": "The job has not finished"}},
+    summary="The job's kernel times against the base branch",
+    description="For each kernel the finished job measured: its time against the base branch's series "
+    "(same repository and device), moved when the 95% interval excludes no change and the change is at "
+    "least `min_effect`. Defaults from the job's `track` settings.",
+)
+def read_tracking(
+    request: Request,
+    principal: CurrentPrincipal,
+    job_id: str,
+    base_branch: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00\s]+$")] = None,
+    min_effect: Annotated[float | None, Query(ge=0, le=1)] = None,
+) -> JobTracking:
+    job = _job_or_404(request, principal, job_id)
+    if job.status not in FINISHED:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id} has not finished (it is {job.status})")
+    track = JobSpec.model_validate(job.spec).track or TrackSettings()
+    branch = base_branch or track.base_branch
+    effect = track.min_effect if min_effect is None else min_effect
+    with get_db(request).session() as session:
+        compared = compare_job_to_base(session, job_id, branch, effect)
+    query = urlencode({"repository": job.repository or ""})
+    link = f"{str(request.base_url).rstrip('/')}/kernels?{query}" if job.repository else None
+    return JobTracking(
+        job_id=job_id,
+        base_branch=branch,
+        min_effect=effect,
+        moves=compared.moves,
+        not_compared=compared.not_compared,
+        comment=moves_table(compared.moves, link),
+    )
 
 
 @router.get(

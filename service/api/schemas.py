@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from intelliperf.contract import JobSpec
+from intelliperf.tracking.against_base import KernelMove
 from intelliperf.tracking.changepoints import ChangePoint
 from service.db.models import Job
 
@@ -164,3 +165,14 @@ class KernelSeries(BaseModel):
         "the samples returned; repeated jobs of one commit count as its runs",
     )
     change_points_note: str | None = Field(default=None, description="Why no change point was looked for")
+
+
+class JobTracking(BaseModel):
+    """A finished job's kernels against the base branch (continuous mode)."""
+
+    job_id: str
+    base_branch: str
+    min_effect: float
+    moves: list[KernelMove] = Field(description="Every compared kernel; `moved` marks those beyond the noise")
+    not_compared: dict[str, str] = Field(description="Kernels with no base-branch samples, and why")
+    comment: str = Field(description="The pull request comment: a Markdown table of the kernels that moved")

@@ -31,6 +31,7 @@ from service.dashboard.views import job_view, kernel_series_view, overview
 from service.db.models import Job
 from service.events import event_stream_response
 from service.jobs import get_job
+from service.kernel_samples import list_kernels
 
 __all__ = ["router"]
 
@@ -104,6 +105,17 @@ def job_page(
             return render("missing.html", status.HTTP_404_NOT_FOUND, principal=principal, job_id=job_id)
         template = "_job.html" if part else "job.html"
         return render(template, principal=principal, view=view, job=view.job, report=view.report)
+
+
+@router.get("/kernels")
+def kernels_page(
+    request: Request, principal: PagePrincipal, repository: Annotated[str, Query(max_length=200)]
+) -> Response:
+    if not principal.may_access(repository):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"this login may not read {repository}")
+    with get_db(request).session() as session:
+        page = list_kernels(session, repository, limit=500, offset=0)
+    return render("kernels.html", principal=principal, repository=repository, page=page)
 
 
 @router.get("/kernels/series")

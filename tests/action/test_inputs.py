@@ -249,3 +249,35 @@ def test_pack_respects_gitignore_and_skips_git(tmp_path: Path) -> None:
     assert names_in(packed.data) == [".gitignore", "link.cu", "src/k.cu"]
     with tarfile.open(fileobj=io.BytesIO(packed.data)) as archive:
         assert archive.getmember("link.cu").issym()
+
+
+def test_mode_track_measures_only_and_compares_with_the_pull_requests_base() -> None:
+    pull = GithubContext(
+        workspace=".", repository="octo/kernels", sha=GITHUB.sha, head_ref="feature", base_ref="dev"
+    )
+    spec = build_spec(read_inputs(inputs(mode="track", min_effect="0.05")), pull)
+    assert spec.formula == "diagnoseOnly"
+    assert spec.track is not None and (spec.track.base_branch, spec.track.min_effect) == ("dev", 0.05)
+    assert spec.repository is not None and spec.repository.ref == "feature"
+    on_main = build_spec(read_inputs(inputs(mode="track")), GITHUB)
+    assert on_main.track is not None and (on_main.track.base_branch, on_main.track.min_effect) == (
+        "main",
+        0.03,
+    )
+    named = build_spec(read_inputs(inputs(mode="track", base_branch="release")), pull)
+    assert named.track is not None and named.track.base_branch == "release"
+    assert build_spec(read_inputs(inputs()), GITHUB).track is None  # optimize: no comparison
+
+
+@pytest.mark.parametrize(
+    ("values", "name", "needle"),
+    [
+        ({"mode": "track", "formula": "bankConflict"}, "formula", "measures and diagnoses only"),
+        ({"mode": "watch"}, "mode", "optimize, track"),
+        ({"mode": "track", "min_effect": "3%"}, "min_effect", "expected a share"),
+        ({"mode": "track", "min_effect": "2"}, "min_effect", "between 0 and 1"),
+    ],
+)
+def test_bad_track_inputs_are_named(values: dict[str, str], name: str, needle: str) -> None:
+    error = error_of(inputs(**values))
+    assert error.name == name and needle in str(error), str(error)

@@ -25,6 +25,7 @@ from intelliperf.contract import (
     Report,
     RepositoryRef,
     SourceLocation,
+    TrackSettings,
 )
 from intelliperf.contract.worker import JobResult
 from intelliperf.jobqueue import make_celery
@@ -437,8 +438,44 @@ def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService,
         assert html.count('<line class="change"') == 1
         assert f'<tr data-commit="{5:07x}">' in html and "+25" in html
         assert f'href="/jobs/{jobs[-1]}"' in html
+        listing = browser.get("/kernels", params={"repository": "acme/kernels"}).text
+        assert listing.count('href="/kernels/series?repository=acme%2Fkernels&amp;kernel=') == 2
+        assert "transpose.cu:59" in listing
         job_page = browser.get(f"/jobs/{jobs[0]}").text
         assert 'class="series" href="/kernels/series?repository=acme%2Fkernels&amp;kernel=' in job_page
     with httpx.Client(base_url=live.url, timeout=30, follow_redirects=False) as browser:
         assert browser.post("/login", data={"token": other, "next": "/"}).status_code == 303
         assert browser.get("/kernels/series", params=query).status_code == 403
+
+
+def test_a_jobs_kernels_are_compared_with_the_base_branch(live: LiveService, db: Database) -> None:
+    """Ten commits on main, then a pull request's job whose transpose is 25% slower and whose init kernel
+    is unchanged: the first moved, the second did not, the comment tables only the first; a kernel main
+    never measured is not compared, and says why."""
+    history_with_a_step(db, step_at=10)  # main: 80 µs throughout
+    slower = report(transpose_ns=100_000.0)
+    slower["kernels"][2]["median_ns"] = 40_768.0
+    head = spec(commit="f00dfee", ref="feature").model_copy(
+        update={"track": TrackSettings(base_branch="main")}
+    )
+    job_id = finished_job(db, head, slower)
+    on_other_device = finished_job(db, spec(commit="f00dfef", ref="feature"), report(device=MI300X))
+    with live.client() as client:
+        tracking = client.get(f"/v1/jobs/{job_id}/tracking")
+        assert tracking.status_code == 200, tracking.text
+        body = tracking.json()
+        other = client.get(f"/v1/jobs/{on_other_device}/tracking").json()
+        stricter = client.get(f"/v1/jobs/{job_id}/tracking", params={"min_effect": 0.5}).json()
+        queued = client.post("/v1/jobs", json=spec(commit="0000001").model_dump(mode="json")).json()["id"]
+        assert client.get(f"/v1/jobs/{queued}/tracking").status_code == 409
+    moves = {m["kernel"]: m for m in body["moves"]}
+    transpose = moves["transpose_tiledPKfPfii(…)"]
+    assert transpose["moved"] and transpose["low"] < 0.25 < transpose["high"]
+    assert transpose["base_commits"] == 10 and transpose["base_ns"] == pytest.approx(80_000, rel=0.01)
+    assert [m["moved"] for m in body["moves"] if m is not transpose] == [False]
+    assert body["comment"].startswith("1 of 2 kernels moved beyond the noise against the base branch:")
+    assert "| `transpose_tiledPKfPfii(…)` | 80" in body["comment"] and "| slower |" in body["comment"]
+    assert body["comment"].endswith("/kernels?repository=acme%2Fkernels)")
+    assert (body["base_branch"], body["min_effect"], body["not_compared"]) == ("main", 0.03, {})
+    assert other["moves"] == [] and set(other["not_compared"].values()) == {f"no samples on main on {MI300X}"}
+    assert not any(m["moved"] for m in stricter["moves"])

@@ -99,6 +99,8 @@ class FakeRepository:
     refs: dict[str, str] = field(default_factory=dict)
     pulls: list[_Pull] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)
+    comments: list[dict[str, Any]] = field(default_factory=list)  # issue comments, on pull requests here
+    check_runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def full_name(self) -> str:
@@ -470,6 +472,8 @@ class FakeGitHub:
                 (r"/git/commits", self._create_commit),
                 (r"/pulls", self._create_pull),
                 (r"/issues/(\d+)/labels", self._add_labels),
+                (r"/issues/(\d+)/comments", self._add_comment),
+                (r"/check-runs", self._create_check_run),
             ],
             "PATCH": [
                 (r"/git/refs/(.+)", self._update_ref),
@@ -744,6 +748,35 @@ class FakeGitHub:
             if name not in pull.labels:
                 pull.labels.append(name)
         return 200, [self._label_json(repo, name) for name in pull.labels]
+
+    def _add_comment(
+        self, repo: FakeRepository, _q: dict[str, str], body: Any, number: str
+    ) -> tuple[int, Any]:
+        pull = self._find_pull(repo, number)
+        text = body.get("body") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text:
+            raise _ApiError(422, "Validation Failed", [{"resource": "IssueComment", "field": "body"}])
+        comment_id = 5000 + len(repo.comments)
+        comment = {
+            "id": comment_id,
+            "body": text,
+            "user": self._user(),
+            "issue_number": pull.number,
+            "html_url": f"{self.root}/{repo.full_name}/pull/{pull.number}#issuecomment-{comment_id}",
+        }
+        repo.comments.append(comment)
+        return 201, comment
+
+    def _create_check_run(self, repo: FakeRepository, _q: dict[str, str], body: Any) -> tuple[int, Any]:
+        if not isinstance(body, dict) or not body.get("name") or not body.get("head_sha"):
+            raise _ApiError(422, "Validation Failed", [{"resource": "CheckRun", "field": "name/head_sha"}])
+        if body.get("status") == "completed" and body.get("conclusion") not in (
+            "success", "failure", "neutral", "cancelled", "skipped", "timed_out", "action_required",
+        ):  # fmt: skip
+            raise _ApiError(422, "Validation Failed", [{"resource": "CheckRun", "field": "conclusion"}])
+        run = {**body, "id": 7000 + len(repo.check_runs)}
+        repo.check_runs.append(run)
+        return 201, run
 
     # --- HTTP ---------------------------------------------------------------------------------
 
