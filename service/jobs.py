@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import uuid
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from service.deliveries import forget_deliveries
 from service.job_log import note
 from service.kernel_samples import record_samples
 from service.secrets import delete_secrets
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DueJob",
@@ -339,8 +342,6 @@ def finish(
     caller's transaction."""
     if status not in FINISHED:
         raise ValueError(f"{status!r} is not a finished state")
-    delete_secrets(session, job_id)
-    forget_deliveries(session, job_id)
     now = utcnow()
     session.execute(
         update(Job)
@@ -361,8 +362,23 @@ def finish(
         job = session.get(Job, job_id)  # the caller has usually loaded it: no query then
         if job is not None:
             record_samples(session, job_id, repository=job.repository, spec=job.spec, report=report, now=now)
+            if status == "succeeded" and job.spec.get("track"):
+                _answer_regressions(session, job)  # before the secrets go: a fix job gets copies
+    delete_secrets(session, job_id)
+    forget_deliveries(session, job_id)
     message = f"{status}: {outcome}" + (f" ({error.splitlines()[0]})" if error else "")
     add_event(session, job_id, "state", message, stage=status)
+
+
+def _answer_regressions(session: Session, job: Job) -> None:
+    """Fix jobs for the regressions a tracking job revealed; a failure costs those, never the job's end."""
+    from service.regressions import open_fix_jobs  # it submits jobs: it imports this module
+
+    try:
+        with session.begin_nested():
+            open_fix_jobs(session, job)
+    except Exception:
+        log.exception("job %s: answering its regressions failed; its end is recorded", job.id)
 
 
 class DueJob(NamedTuple):

@@ -453,7 +453,8 @@ def open_pull_request(report: Report, spec: JobSpec, job_id: str, target: GitHub
     if spec.repository is None:
         raise PullRequestError("the job names no repository to open the pull request in")
     title = _redact(pull_request_title(report), target.token)
-    body = _redact(render_summary(report), target.token)[:PR_BODY_LIMIT]
+    note = f"{spec.pull_request.note}\n\n" if spec.pull_request.note else ""
+    body = _redact(note + render_summary(report), target.token)[:PR_BODY_LIMIT]
     prefix = branch_prefix(report)
     branch = f"{prefix}{_ref_component(job_id[:8], 'job')}"
     full_name = repository_name(spec.repository.url)

@@ -191,6 +191,11 @@ class PullRequestSettings(_Strict):
     base_branch: str | None = None
     labels: list[str] = Field(default_factory=lambda: ["intelliperf", "performance"])
     draft: bool = False
+    note: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="A paragraph opening the pull request body (e.g. the commit that made the kernel slower)",
+    )
 
 
 class TrackSettings(_Strict):

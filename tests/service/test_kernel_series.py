@@ -13,7 +13,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from sqlalchemy import func, inspect, select, text, update
 
 from intelliperf.contract import (
@@ -36,6 +36,7 @@ from service.db.session import Database
 from service.dispatch import Dispatcher
 from service.jobs import finish, repository_name, submit
 from service.kernel_samples import prune_samples
+from service.secrets import SecretBox, load_secrets, store_secrets
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN as ADMIN_TOKEN
 from tests.service.conftest import WORKER_TOKEN, LiveService
@@ -479,3 +480,78 @@ def test_a_jobs_kernels_are_compared_with_the_base_branch(live: LiveService, db:
     assert (body["base_branch"], body["min_effect"], body["not_compared"]) == ("main", 0.03, {})
     assert other["moves"] == [] and set(other["not_compared"].values()) == {f"no samples on main on {MI300X}"}
     assert not any(m["moved"] for m in stricter["moves"])
+
+
+BOX = SecretBox(SecretStr("kernel-series-test-key"))
+SECRETS = {"github_token": "ghp_" + "t" * 36, "llm_key": "sk-" + "k" * 40}
+
+
+def tracked_history(db: Database, levels: list[float], ref: str = "main") -> list[str]:
+    """Tracking jobs on ``ref`` (base branch main), one per commit, each with its secrets, as the Action's
+    `mode: track` submits them."""
+    rng = np.random.default_rng(11)
+    jobs = []
+    for number, level in enumerate(levels):
+        job_spec = spec(commit=f"{number:07x}", ref=ref).model_copy(update={"track": TrackSettings()})
+        with db.session() as session:
+            job, _ = submit(session, job_spec, principal=ADMIN, repository="acme/kernels")
+            store_secrets(session, job.id, SECRETS, BOX)
+        noisy = float(level * np.exp(rng.normal(0, 0.003)))
+        with db.session() as session:
+            finish(
+                session, job.id, status="succeeded", outcome="diagnosed", report=report(transpose_ns=noisy)
+            )
+        jobs.append(job.id)
+    return jobs
+
+
+def fix_jobs(db: Database) -> list[Job]:
+    with db.session() as session:
+        jobs = session.scalars(select(Job).order_by(Job.created_at)).all()
+        return [job for job in jobs if (job.spec.get("pull_request") or {}).get("note")]
+
+
+def test_a_slowdown_on_the_base_branch_queues_one_fix_job_naming_the_commit(db: Database) -> None:
+    tracking = tracked_history(db, [80_000.0] * 6 + [100_000.0] * 6)
+    (fix,) = fix_jobs(db)  # found at commit 9, confirmed at 10 and 11: one job
+    fixed = JobSpec.model_validate(fix.spec)
+    assert (fix.status, fix.repository, fixed.formula, fixed.track) == (
+        "queued",
+        "acme/kernels",
+        "auto",
+        None,
+    )
+    assert fixed.kernel == f"^{TRANSPOSE}$"
+    assert fixed.pull_request.create_pr and fixed.pull_request.base_branch == "main"
+    note = fixed.pull_request.note or ""
+    assert (
+        note.startswith("IntelliPerf's tracking found `transpose_tiledPKfPfii(…)` +2")
+        and "from commit 0000006" in note
+    )
+    assert fixed.repository is not None and fixed.repository.commit in {f"{n:07x}" for n in range(9, 12)}
+    with db.session() as session:
+        assert load_secrets(session, fix.id, BOX) == SECRETS  # the tracking job's, copied
+        assert load_secrets(session, tracking[-1], BOX) == {}  # the tracking job's own are gone
+        said = [e.message for e in session.scalars(select(JobEvent).where(JobEvent.job_id.in_(tracking)))]
+    assert sum(f"fix job {fix.id} queued" in message for message in said) == 1
+
+
+def test_a_speedup_or_a_pull_requests_branch_queues_no_fix_job(db: Database) -> None:
+    tracked_history(db, [100_000.0] * 6 + [80_000.0] * 6)
+    tracked_history(db, [80_000.0] * 6 + [100_000.0] * 6, ref="feature")  # compared, never answered
+    assert fix_jobs(db) == []
+
+
+def test_a_failure_answering_regressions_keeps_the_jobs_end(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("service.regressions.open_fix_jobs", broken)
+    (job_id,) = tracked_history(db, [80_000.0])
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.status == "succeeded"
+        assert load_secrets(session, job_id, BOX) == {}
+    assert [s.kernel for s in samples(db, job_id)] == [TRANSPOSE, INIT]

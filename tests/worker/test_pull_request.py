@@ -317,3 +317,13 @@ def test_production_retries_ride_out_a_transient_500(enterprise: FakeGitHub) -> 
     result = open_pull_request(recorded("transpose_bank"), spec_for(repo, "transpose_bank"), JOB_A, retrying)
     assert result.number == 1
     assert [r.path for r in enterprise.requests if r.method == "POST"].count(f"/repos/{REPO}/git/trees") == 2
+
+
+def test_a_note_opens_the_pull_requests_body(enterprise: FakeGitHub) -> None:
+    """A fix job the service opened for a regression names the commit that made the kernel slower."""
+    report = recorded("transpose_bank")
+    repo = enterprise.add_repository(REPO, example_files("transpose_bank"))
+    note = "`transpose_tiled` got 25% slower at commit abc1234 on main; this proposes a fix."
+    open_pull_request(report, spec_for(repo, "transpose_bank", note=note), JOB_A, target(enterprise))
+    [pull] = enterprise.pulls(REPO)
+    assert pull["body"] == f"{note}\n\n{render_summary(report)}"
