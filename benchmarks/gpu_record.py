@@ -163,6 +163,19 @@ PARTS: tuple[Part, ...] = (
         (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "benchmarks/loop_scenarios.py"),
     ),
     Part("repeat", ("tests/accordo/test_gpu_repeat.py",), (*ACCORDO, *ENGINE, "examples/accordo_repeat/*")),
+    Part(
+        "tracking",
+        ("tests/test_gpu_tracking.py",),
+        (
+            *DIAGNOSIS,
+            "intelliperf/tracking/**/*.py",
+            "service/kernel_samples.py",
+            "service/regressions.py",
+            "service/jobs.py",
+            "service/db/**/*.py",
+            "tests/support/diagnose_run.py",
+        ),
+    ),
 )
 PARTS_BY_NAME = {part.name: part for part in PARTS}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["HOSTS_SETTING", "normalized_host", "repository_url_refusal"]
+__all__ = ["HOSTS_SETTING", "normalized_host", "repository_name", "repository_url_refusal"]
 
 HOSTS_SETTING = "INTELLIPERF_GITHUB_HOSTS"
 
@@ -92,3 +92,19 @@ def repository_url_refusal(url: str, hosts: Sequence[str]) -> str | None:
     if len(parts) != 2 or not all(_NAME_PART.fullmatch(part) and part.strip(".") for part in parts):
         return _OWNER_NAME
     return None
+
+
+_CLONE_URL = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<path>.+?)(?:\.git)?/?$")
+
+
+def repository_name(url: str) -> str | None:
+    """'owner/name' of a clone URL (https://host/owner/name.git, a GitHub Enterprise path, or
+    git@host:owner/name.git), or None when the URL names no such pair (no NUL, no spaces, no '..')."""
+    match = _CLONE_URL.match(url.strip())
+    if not match:
+        return None
+    parts = match.group("path").split("/")[-2:]
+    if len(parts) < 2 or not all(_NAME_PART.fullmatch(part) and part.strip(".") for part in parts):
+        return None
+    name = "/".join(parts)
+    return name if len(name) <= 200 else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from intelliperf.contract import JobSpec
+from intelliperf.repository_hosts import repository_name
 from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
 from service.deliveries import forget_deliveries
@@ -51,10 +51,6 @@ __all__ = [
     "unsent_among",
 ]
 
-_REPOSITORY = re.compile(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:/]+:)(?P<path>.+?)(?:\.git)?/?$")
-# an owner's or a repository's name (GitHub's and GitLab's characters); no NUL, no spaces, no '..'
-_NAME_PART = re.compile(r"[\w.-]{1,100}")
-
 
 class IdempotencyConflict(ValueError):
     """The idempotency key was used before for a different job spec."""
@@ -62,18 +58,6 @@ class IdempotencyConflict(ValueError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"this Idempotency-Key was already used for job {job_id} with a different spec")
         self.job_id = job_id
-
-
-def repository_name(url: str) -> str | None:
-    """'owner/name' of a clone URL (https://host/owner/name.git or git@host:owner/name.git)."""
-    match = _REPOSITORY.match(url.strip())
-    if not match:
-        return None
-    parts = match.group("path").split("/")[-2:]
-    if len(parts) < 2 or not all(_NAME_PART.fullmatch(part) and part.strip(".") for part in parts):
-        return None
-    name = "/".join(parts)
-    return name if len(name) <= 200 else None
 
 
 def _spec_hash(spec: JobSpec | dict[str, Any], archive: bytes | None, priority: int) -> str:

@@ -258,13 +258,15 @@ class SeriesPage:
 
 
 def kernel_series(
-    session: Session, repository: str, kernel: str, device: str | None, *, limit: int
+    session: Session, repository: str, kernel: str, device: str | None, *, limit: int, ref: str | None = None
 ) -> SeriesPage:
-    """The newest ``limit`` samples of ``kernel`` in ``repository`` (on ``device``, if given), oldest
-    first, and how many there are in all."""
+    """The newest ``limit`` samples of ``kernel`` in ``repository`` (on ``device`` and ``ref``, if given),
+    oldest first, and how many there are in all."""
     condition = (KernelSample.repository == repository) & (KernelSample.kernel == kernel)
     if device is not None:
         condition &= KernelSample.device == device
+    if ref is not None:
+        condition &= KernelSample.ref == ref
     total = session.scalar(select(func.count()).select_from(KernelSample).where(condition)) or 0
     created_at, sample_id = _time_order()
     newest = session.scalars(
@@ -311,11 +313,14 @@ def commit_times(samples: Sequence[KernelSample]) -> list[CommitTimes]:
 
 
 def series_change_points(samples: Sequence[KernelSample]) -> tuple[list[ChangePoint], str | None]:
-    """The change points of one device's series, or none and why: samples from several devices are not one
-    series (a change of machine is not a change of code), and too few commits cannot show a change."""
+    """The change points of one device's series on one branch, or none and why: samples from several
+    devices or branches are not one history (a change of machine is not a change of code; a pull request's
+    commits are not the base branch's), and too few commits cannot show a change."""
     devices = {sample.device for sample in samples}
     if len(devices) > 1:
         return [], "samples from several devices: ask for one device to see its change points"
+    if len({sample.ref for sample in samples}) > 1:
+        return [], "samples from several branches: ask for one ref to see its change points"
     points = commit_times(samples)
     if len(points) < 6:
         return [], f"{len(points)} commit(s): change points need at least 6"

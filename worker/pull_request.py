@@ -28,12 +28,12 @@ from __future__ import annotations
 import base64
 import posixpath
 import re
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from intelliperf.contract import JobSpec
 from intelliperf.contract.report import Report
+from intelliperf.repository_hosts import repository_name as parse_repository_name
 from intelliperf.summary import render_summary
 
 if TYPE_CHECKING:
@@ -186,13 +186,11 @@ def pull_request_title(report: Report) -> str:
 
 
 def repository_name(url: str) -> str:
-    """``owner/name`` from a clone URL (https, ssh ``git@host:owner/name.git``, GitHub Enterprise)."""
-    scp = re.match(r"^[\w.-]+@[\w.-]+:(.+)$", url)
-    path = scp[1] if scp else urllib.parse.urlsplit(url).path
-    parts = [p for p in path.removesuffix("/").removesuffix(".git").split("/") if p]
-    if len(parts) < 2:
+    """``owner/name`` from a clone URL (intelliperf.repository_hosts.repository_name), or why not."""
+    name = parse_repository_name(url)
+    if name is None:
         raise PullRequestError(f"cannot tell the GitHub repository from {url!r}")
-    return f"{parts[-2]}/{parts[-1]}"
+    return name
 
 
 # --- applying the diff ---------------------------------------------------------------------------

@@ -82,10 +82,13 @@ def read_series(
         str | None, Query(min_length=1, max_length=500, pattern=NO_NUL, description="The report's device")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    ref: Annotated[
+        str | None, Query(min_length=1, max_length=200, pattern=NO_NUL, description="One branch (or tag)")
+    ] = None,
 ) -> KernelSeries:
     with authorized(request, secret) as (session, principal):
         _may_read(principal, repository)
-        page = kernel_series(session, repository, kernel, device, limit=limit)
+        page = kernel_series(session, repository, kernel, device, limit=limit, ref=ref)
         items = [KernelSampleOut.model_validate(sample) for sample in page.samples]
         changes, note = series_change_points(page.samples) if page.samples else ([], None)
     if page.total == 0:

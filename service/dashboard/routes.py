@@ -125,11 +125,12 @@ def kernel_series_page(
     repository: Annotated[str, Query(max_length=200)],
     kernel: Annotated[str, Query(min_length=1, max_length=2000)],
     device: Annotated[str | None, Query(max_length=500)] = None,
+    ref: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     if not principal.may_access(repository):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"this login may not read {repository}")
     with get_db(request).session() as session:
-        view = kernel_series_view(session, repository, kernel, device or None)
+        view = kernel_series_view(session, repository, kernel, device or None, ref or None)
     return render("kernel.html", principal=principal, view=view)
 
 

@@ -192,10 +192,10 @@ class KernelSeriesView:
 
 
 def kernel_series_view(
-    session: Session, repository: str, kernel: str, device: str | None
+    session: Session, repository: str, kernel: str, device: str | None, ref: str | None = None
 ) -> KernelSeriesView:
     """A kernel's series page: its samples (the newest 500), the chart and the change points in them."""
-    page = kernel_series(session, repository, kernel, device, limit=500)
+    page = kernel_series(session, repository, kernel, device, limit=500, ref=ref)
     samples = list(page.samples)
     changes, note = series_change_points(samples) if samples else ([], None)
     grouped = commit_times(samples)

@@ -555,3 +555,20 @@ def test_a_failure_answering_regressions_keeps_the_jobs_end(
         assert job is not None and job.status == "succeeded"
         assert load_secrets(session, job_id, BOX) == {}
     assert [s.kernel for s in samples(db, job_id)] == [TRANSPOSE, INIT]
+
+
+def test_a_pull_requests_samples_are_not_part_of_the_base_branchs_history(
+    live: LiveService, db: Database
+) -> None:
+    history_with_a_step(db)
+    finished_job(db, spec(commit="f00dfee", ref="feature"), report(transpose_ns=80_000.0))
+    query = {"repository": "acme/kernels", "kernel": TRANSPOSE, "device": H100}
+    with live.client() as client:
+        mixed = client.get("/v1/kernels/series", params=query).json()
+        main = client.get("/v1/kernels/series", params={**query, "ref": "main"}).json()
+    assert mixed["total"] == 21 and mixed["change_points"] == []
+    assert (
+        mixed["change_points_note"]
+        == "samples from several branches: ask for one ref to see its change points"
+    )
+    assert main["total"] == 20 and [c["commit"] for c in main["change_points"]] == [f"{5:07x}"]

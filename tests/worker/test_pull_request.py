@@ -327,3 +327,15 @@ def test_a_note_opens_the_pull_requests_body(enterprise: FakeGitHub) -> None:
     open_pull_request(report, spec_for(repo, "transpose_bank", note=note), JOB_A, target(enterprise))
     [pull] = enterprise.pulls(REPO)
     assert pull["body"] == f"{note}\n\n{render_summary(report)}"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://github.com/kernels", "https://github.com/acme/ker nels", "/tmp/../x"]
+)
+def test_a_url_without_owner_and_name_is_refused_as_the_service_refuses_it(url: str) -> None:
+    """One parser (intelliperf.repository_hosts) for the service's records and the worker's pull requests."""
+    from intelliperf.repository_hosts import repository_name as shared
+
+    assert shared(url) is None
+    with pytest.raises(PullRequestError, match="cannot tell the GitHub repository"):
+        repository_name(url)
