@@ -26,7 +26,7 @@ from tests.support.diagnose_run import EXAMPLES, intelliperf
 pytestmark = pytest.mark.gpu
 
 FAST, SLOW = "./bin/transpose_fixed", "./bin/transpose"
-HISTORY = [FAST] * 4 + [SLOW] * 4  # the regression lands at commit 4
+HISTORY = [FAST] * 6 + [SLOW] * 6  # the regression lands at commit 6 (10 commits at least: MIN_COMMITS)
 KERNEL = "_Z15transpose_tiledPKfPfii"
 
 
@@ -75,11 +75,11 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
             fixes = [JobSpec.model_validate(j.spec) for j in jobs if j.spec["pull_request"].get("note")]
     finally:
         db.dispose()
-    assert max(medians[:4]) < min(medians[4:]), medians  # the bank conflicts cost time on this GPU
-    assert note is None and [c.commit for c in changes] == [f"{4:07x}"], (changes, medians)
+    assert max(medians[:6]) < min(medians[6:]), medians  # the bank conflicts cost time on this GPU
+    assert note is None and [c.commit for c in changes] == [f"{6:07x}"], (changes, medians)
     assert changes[0].change > 0.3 and changes[0].low > 0.2
     (fix,) = fixes
     assert fix.kernel == f"^{KERNEL}$" and fix.formula == "auto" and fix.pull_request.create_pr
-    assert fix.pull_request.note is not None and f"from commit {4:07x} on `main`" in fix.pull_request.note
+    assert fix.pull_request.note is not None and f"from commit {6:07x} on `main`" in fix.pull_request.note
     (move,) = [m for m in compared.moves if m.kernel.startswith("transpose_tiled")]
     assert move.moved and move.change < -0.3, move
