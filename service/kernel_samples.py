@@ -335,6 +335,26 @@ def series_change_points(samples: Sequence[KernelSample]) -> tuple[list[ChangePo
 BASE_SAMPLES = 500  # the base branch's newest samples a comparison rests on
 
 
+def branch_series(session: Session, sample: KernelSample, ref: str) -> list[KernelSample]:
+    """The newest ``BASE_SAMPLES`` samples of ``sample``'s kernel on ``ref`` (same repository, same
+    device), oldest first: the history a sample is judged against."""
+    same_device = (
+        (KernelSample.device == sample.device) if sample.device is not None else KernelSample.device.is_(None)
+    )
+    query = (
+        select(KernelSample)
+        .where(
+            KernelSample.repository == sample.repository,
+            KernelSample.kernel == sample.kernel,
+            KernelSample.ref == ref,
+            same_device,
+        )
+        .order_by(KernelSample.created_at.desc(), KernelSample.id.desc())
+        .limit(BASE_SAMPLES)
+    )
+    return list(reversed(list(session.scalars(query))))
+
+
 @dataclass(frozen=True)
 class BaseComparison:
     base_branch: str
@@ -350,21 +370,7 @@ def compare_job_to_base(session: Session, job_id: str, base_branch: str, min_eff
     moves: list[KernelMove] = []
     not_compared: dict[str, str] = {}
     for sample in own:
-        query = (
-            select(KernelSample)
-            .where(
-                KernelSample.repository == sample.repository,
-                KernelSample.kernel == sample.kernel,
-                KernelSample.ref == base_branch,
-                KernelSample.job_id != job_id,
-                (KernelSample.device == sample.device)
-                if sample.device is not None
-                else KernelSample.device.is_(None),
-            )
-            .order_by(KernelSample.created_at.desc(), KernelSample.id.desc())
-            .limit(BASE_SAMPLES)
-        )
-        base = list(reversed(list(session.scalars(query))))
+        base = [b for b in branch_series(session, sample, base_branch) if b.job_id != job_id]
         name = sample.demangled or sample.kernel
         if not base:
             on = f" on {sample.device}" if sample.device else ""

@@ -24,7 +24,7 @@ from intelliperf.tracking.changepoints import ChangePoint
 from service.auth import ADMIN, Principal
 from service.db.models import ApiToken, Job, JobArchive, JobSecret, KernelSample
 from service.jobs import add_event, submit
-from service.kernel_samples import BASE_SAMPLES, series_change_points
+from service.kernel_samples import branch_series, series_change_points
 
 __all__ = ["open_fix_jobs"]
 
@@ -43,20 +43,7 @@ def _regression(
     session: Session, sample: KernelSample, base_branch: str, min_effect: float
 ) -> ChangePoint | None:
     """The series' newest change point when it is a slowdown of at least ``min_effect``."""
-    query = (
-        select(KernelSample)
-        .where(
-            KernelSample.repository == sample.repository,
-            KernelSample.kernel == sample.kernel,
-            KernelSample.ref == base_branch,
-            (KernelSample.device == sample.device)
-            if sample.device is not None
-            else KernelSample.device.is_(None),
-        )
-        .order_by(KernelSample.created_at.desc(), KernelSample.id.desc())
-        .limit(BASE_SAMPLES)
-    )
-    series = list(reversed(list(session.scalars(query))))
+    series = branch_series(session, sample, base_branch)
     changes, _ = series_change_points(series)
     if not changes:
         return None

@@ -12,7 +12,9 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -72,17 +74,36 @@ def browser() -> Iterator[object]:
             chromium.close()
 
 
+@dataclass
+class Watched:
+    """A browser context on the live service, with what its pages tried to reach elsewhere and their
+    script errors."""
+
+    context: Any
+    outside: list[str]
+    errors: list[str]
+
+    def page(self) -> Any:
+        page = self.context.new_page()
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        return page
+
+
+def watched(browser: object, live: LiveService, width: int) -> Watched:
+    context = browser.new_context(viewport={"width": width, "height": 900})  # type: ignore[attr-defined]
+    context.set_default_timeout(TIMEOUT_MS)
+    outside: list[str] = []
+    context.on("request", lambda r: None if r.url.startswith(live.url) else outside.append(r.url))
+    return Watched(context, outside, [])
+
+
 def test_a_submitted_job_appears_runs_and_reports_live(
     sqlite_live: LiveService, browser: object, tmp_path: Path
 ) -> None:
     live = sqlite_live
-    context = browser.new_context(viewport={"width": 1440, "height": 900})  # type: ignore[attr-defined]
-    context.set_default_timeout(TIMEOUT_MS)
-    outside: list[str] = []
-    context.on("request", lambda r: None if r.url.startswith(live.url) else outside.append(r.url))
-    overview = context.new_page()
-    errors: list[str] = []
-    overview.on("pageerror", lambda exc: errors.append(str(exc)))
+    session = watched(browser, live, 1440)
+    outside, errors = session.outside, session.errors
+    overview = session.page()
 
     # Login: the first visit lands on the form; a token brings the overview.
     overview.goto(live.url + "/")
@@ -111,8 +132,7 @@ def test_a_submitted_job_appears_runs_and_reports_live(
     assert overview.locator("[data-queue='gpu.nvidia.any'] .depth").inner_text() == "1"
 
     # Its page: the fields and the log so far.
-    job_page = context.new_page()
-    job_page.on("pageerror", lambda exc: errors.append(str(exc)))
+    job_page = session.page()
     job_page.goto(f"{live.url}/jobs/{job_id}")
     assert job_page.locator(".fields").get_attribute("data-status") == "queued"
     assert "queued on gpu.nvidia.any" in job_page.locator("#log").inner_text()
@@ -166,13 +186,8 @@ def test_a_kernels_series_is_a_chart_with_its_change_point_marked(
         history_with_a_step(db)
     finally:
         db.dispose()
-    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-    context.set_default_timeout(TIMEOUT_MS)
-    outside: list[str] = []
-    context.on("request", lambda r: None if r.url.startswith(live.url) else outside.append(r.url))
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    session = watched(browser, live, 1280)
+    page = session.page()
     page.goto(live.url + "/login")
     page.fill("#token", ADMIN)
     page.click("button[type=submit]")
@@ -192,6 +207,6 @@ def test_a_kernels_series_is_a_chart_with_its_change_point_marked(
     marker_x = marker.bounding_box()["x"]  # type: ignore[index]
     assert xs[4] < marker_x < xs[5]
     assert page.locator(f"table.changes tr[data-commit='{5:07x}']").count() == 1
-    assert errors == [] and outside == []
+    assert session.errors == [] and session.outside == []
     page.screenshot(path=str(artifacts() / "dashboard-kernel-series.png"), full_page=True)
-    context.close()
+    session.context.close()
