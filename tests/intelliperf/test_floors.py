@@ -1,0 +1,124 @@
+"""The floors of ARCHITECTURE.md: what each room of the product may import, one test per rule, each rule
+also shown to catch a module that breaks it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("intelliperf", "formulas", "accordo", "service", "worker")
+# the one edge the floors allow against their order (ARCHITECTURE.md): the contract's lazy formula check
+KNOWN_CYCLE = {("intelliperf.contract", "formulas")}
+
+
+def room(module: str) -> str:
+    """'intelliperf.gpu.nvidia' -> 'intelliperf.gpu'; 'service.api.jobs' -> 'service'."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "intelliperf" and len(parts) > 1 else parts[0]
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every absolute import in ``path``, also those inside functions (a lazy import is still an edge)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def edges(root: Path = ROOT) -> set[tuple[str, str, str]]:
+    """(importing room, imported room, file) for every import between rooms of the product or into
+    tests/benchmarks."""
+    found = set()
+    for package in PRODUCT:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+            here = room(module)
+            for name in imports_of(path):
+                top = name.split(".")[0]
+                if top in (*PRODUCT, "tests", "benchmarks") and room(name) != here:
+                    found.add((here, room(name), str(path.relative_to(root))))
+    return found
+
+
+Edges = set[tuple[str, str, str]]
+
+
+def allowed_only(source: str, allowed: set[str], found: Edges | None = None) -> list[str]:
+    return sorted(
+        f"{file}: {src} imports {dst}"
+        for src, dst, file in (edges() if found is None else found)
+        if (src == source or src.startswith(source + "."))
+        and dst.split(".")[0] in (*PRODUCT, "tests", "benchmarks")
+        and dst not in allowed
+        and not any(dst.startswith(a + ".") for a in allowed)
+    )
+
+
+def never(source: str, forbidden: set[str], found: Edges | None = None) -> list[str]:
+    return sorted(
+        f"{file}: {src} imports {dst}"
+        for src, dst, file in (edges() if found is None else found)
+        if (src == source or src.startswith(source + "."))
+        and (dst in forbidden or dst.split(".")[0] in forbidden)
+    )
+
+
+def test_the_judge_imports_only_the_ground_floor() -> None:
+    assert (
+        allowed_only("accordo", {"intelliperf.contract", "intelliperf.errors", "intelliperf.process"}) == []
+    )
+
+
+def test_formulas_see_only_the_contract() -> None:
+    assert allowed_only("formulas", {"intelliperf.contract", "intelliperf.errors"}) == []
+
+
+def test_tracking_is_arithmetic() -> None:
+    assert allowed_only("intelliperf.tracking", set()) == []
+
+
+def test_the_api_host_runs_no_gpu_code() -> None:
+    assert never("service", {"worker", "intelliperf.engine", "intelliperf.gpu", "accordo"}) == []
+
+
+def test_workers_talk_to_the_service_over_http() -> None:
+    assert never("worker", {"service"}) == []
+
+
+def test_backends_do_not_drive_the_loop() -> None:
+    assert never("intelliperf.gpu", {"intelliperf.engine", "intelliperf.llm", "service", "worker"}) == []
+
+
+def test_nothing_in_the_product_imports_tests_or_benchmarks() -> None:
+    assert sorted(f"{file}: {dst}" for _, dst, file in edges() if dst in ("tests", "benchmarks")) == []
+
+
+def test_the_contract_is_the_ground_floor_but_for_the_known_cycle() -> None:
+    ground = {"intelliperf.contract", "intelliperf.errors"}
+    stray = [
+        f"{file}: {src} imports {dst}"
+        for src, dst, file in edges()
+        if src == "intelliperf.contract" and dst not in ground and (src, dst) not in KNOWN_CYCLE
+    ]
+    assert stray == []
+
+
+def test_a_module_that_breaks_a_rule_is_caught(tmp_path: Path) -> None:
+    for package in PRODUCT:
+        (tmp_path / package).mkdir()
+    (tmp_path / "accordo" / "judge.py").write_text("def f():\n    from intelliperf.engine.job import run\n")
+    (tmp_path / "service" / "api.py").write_text("import worker.runner\n")
+    (tmp_path / "intelliperf" / "tracking").mkdir()
+    (tmp_path / "intelliperf" / "tracking" / "x.py").write_text("from intelliperf.contract import Report\n")
+    found = edges(tmp_path)
+    assert allowed_only("accordo", {"intelliperf.contract"}, found) == [
+        "accordo/judge.py: accordo imports intelliperf.engine"
+    ]
+    assert never("service", {"worker"}, found) == ["service/api.py: service imports worker"]
+    assert allowed_only("intelliperf.tracking", set(), found) == [
+        "intelliperf/tracking/x.py: intelliperf.tracking imports intelliperf.contract"
+    ]
