@@ -20,9 +20,11 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.db.models import Worker, utcnow
+from service.api.schemas import WorkerOut
+from service.auth import Principal
+from service.db.models import Job, Worker, utcnow
 
-__all__ = ["FORGET_AFTER_S", "Fleet", "FleetCache", "fleet_of"]
+__all__ = ["FORGET_AFTER_S", "Fleet", "FleetCache", "fleet_of", "worker_rows"]
 
 FORGET_AFTER_S = 7 * 24 * 3600.0
 """A worker not heard from for this long no longer counts as serving its queues."""
@@ -106,3 +108,23 @@ class FleetCache:
         if self.get(session).refusal(queue, min_memory_gib) is None:
             return None
         return self.get(session, fresh=True).refusal(queue, min_memory_gib)
+
+
+def worker_rows(session: Session, principal: Principal, worker_stale_s: float) -> list[WorkerOut]:
+    """Every worker as the API and the dashboard show it: its current job's id only to a principal that may
+    see that job's repository (busy either way), alive when heard from within ``worker_stale_s``."""
+    stale = utcnow() - timedelta(seconds=worker_stale_s)
+    workers = session.scalars(select(Worker).order_by(Worker.name)).all()
+    busy = {w.current_job for w in workers if w.current_job}
+    repositories = dict(session.execute(select(Job.id, Job.repository).where(Job.id.in_(busy))).all())
+    visible = {job for job, repository in repositories.items() if principal.may_access(repository)}
+    own = ("alive", "current_job", "busy")
+    return [
+        WorkerOut(
+            **{name: getattr(w, name) for name in WorkerOut.model_fields if name not in own},
+            current_job=w.current_job if w.current_job in visible else None,
+            busy=w.current_job is not None,
+            alive=w.last_heartbeat >= stale,
+        )
+        for w in workers
+    ]

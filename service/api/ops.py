@@ -21,6 +21,7 @@ from service.api.deps import CurrentPrincipal, get_db, get_settings
 from service.api.schemas import WorkerOut
 from service.db.models import FINISHED, JOB_STATES, Job, Worker, utcnow
 from service.db.session import Database
+from service.fleet import worker_rows
 
 __all__ = ["JobMetrics", "router"]
 
@@ -37,24 +38,8 @@ DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.
 )
 def list_workers(request: Request, principal: CurrentPrincipal) -> list[WorkerOut]:
     """Every worker; its current job's id only to a token that may see that job's repository."""
-    stale = utcnow() - timedelta(seconds=get_settings(request).worker_stale_s)
     with get_db(request).session() as session:
-        workers = session.scalars(select(Worker).order_by(Worker.name)).all()
-        busy = {w.current_job for w in workers if w.current_job}
-        repositories = dict(session.execute(select(Job.id, Job.repository).where(Job.id.in_(busy))).all())
-        visible = {job for job, repository in repositories.items() if principal.may_access(repository)}
-        return [
-            WorkerOut(
-                **{
-                    name: getattr(w, name)
-                    for name in WorkerOut.model_fields
-                    if name not in ("alive", "current_job")
-                },
-                current_job=w.current_job if w.current_job in visible else None,
-                alive=w.last_heartbeat >= stale,
-            )
-            for w in workers
-        ]
+        return worker_rows(session, principal, get_settings(request).worker_stale_s)
 
 
 @router.get("/healthz", summary="The process is up")

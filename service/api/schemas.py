@@ -103,7 +103,8 @@ class WorkerOut(BaseModel):
     gpu_name: str | None
     gpu_arch: str | None
     gpu_memory_bytes: int | None
-    current_job: str | None
+    current_job: str | None = Field(description="Its job, to a token that may see that job's repository")
+    busy: bool = Field(description="Running a job (whether or not this token may see which)")
     started_at: datetime
     last_heartbeat: datetime
     alive: bool = Field(description="Heard from within the service's worker_stale_s")

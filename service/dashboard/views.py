@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from markupsafe import Markup
@@ -13,14 +13,15 @@ from sqlalchemy.orm import Session
 
 from intelliperf.contract import Report
 from intelliperf.tracking.changepoints import ChangePoint
+from service.api.schemas import WorkerOut
 from service.auth import Principal
 from service.dashboard.chart import ChangeMark, ChartPoint, series_svg, time_label
-from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, KernelSample, Worker, utcnow
-from service.fleet import Fleet
+from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, KernelSample, utcnow
+from service.fleet import Fleet, worker_rows
 from service.jobs import get_job, list_jobs
 from service.kernel_samples import commit_times, kernel_series, series_change_points
 
-__all__ = ["JobView", "Overview", "QueueRow", "WorkerRow", "job_view", "overview"]
+__all__ = ["JobView", "Overview", "QueueRow", "job_view", "overview"]
 
 LOG_LINES = 1000
 
@@ -35,21 +36,6 @@ class QueueRow:
 
 
 @dataclass(frozen=True)
-class WorkerRow:
-    name: str
-    hostname: str
-    queues: list[str]
-    gpu_vendor: str | None
-    gpu_name: str | None
-    gpu_arch: str | None
-    gpu_memory_bytes: int | None
-    current_job: str | None
-    current_job_visible: bool
-    last_heartbeat: datetime
-    alive: bool
-
-
-@dataclass(frozen=True)
 class Overview:
     now: datetime
     counts: dict[str, int]
@@ -58,7 +44,7 @@ class Overview:
     finished: list[Job]
     finished_total: int
     queues: list[QueueRow]
-    workers: list[WorkerRow]
+    workers: list[WorkerOut]
     unserved: frozenset[str]  # queues no live worker consumes: their queued jobs wait
 
 
@@ -69,27 +55,7 @@ def overview(session: Session, principal: Principal, *, limit: int, worker_stale
         key=lambda job: job.finished_at or job.created_at,
         reverse=True,
     )[:limit]
-    stale = utcnow() - timedelta(seconds=worker_stale_s)
-    workers = list(session.scalars(select(Worker).order_by(Worker.name)))
-    busy = {w.current_job for w in workers if w.current_job}
-    repositories = dict(session.execute(select(Job.id, Job.repository).where(Job.id.in_(busy))).all())
-    rows = [
-        WorkerRow(
-            name=w.name,
-            hostname=w.hostname,
-            queues=list(w.queues),
-            gpu_vendor=w.gpu_vendor,
-            gpu_name=w.gpu_name,
-            gpu_arch=w.gpu_arch,
-            gpu_memory_bytes=w.gpu_memory_bytes,
-            current_job=w.current_job,
-            current_job_visible=w.current_job in repositories
-            and principal.may_access(repositories[w.current_job]),
-            last_heartbeat=w.last_heartbeat,
-            alive=w.last_heartbeat >= stale,
-        )
-        for w in workers
-    ]
+    rows = worker_rows(session, principal, worker_stale_s)
     return Overview(
         now=utcnow(),
         counts={state: page.total for state, page in pages.items()},
@@ -104,7 +70,7 @@ def overview(session: Session, principal: Principal, *, limit: int, worker_stale
     )
 
 
-def _queues(session: Session, workers: list[WorkerRow]) -> list[QueueRow]:
+def _queues(session: Session, workers: list[WorkerOut]) -> list[QueueRow]:
     """Depth per GPU queue over every job (the same numbers as /metrics), and who serves each queue."""
     counts = session.execute(
         select(Job.queue, Job.status, func.count())

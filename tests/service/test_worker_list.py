@@ -1,4 +1,5 @@
-"""The worker list names a worker's current job only to a token that may see that job's repository."""
+"""The worker list names a worker's current job only to a token that may see that job's repository; that it
+is busy, to every token (the API and the dashboard share service.fleet.worker_rows)."""
 
 from __future__ import annotations
 
@@ -22,5 +23,5 @@ def test_a_scoped_token_sees_the_workers_but_not_others_jobs(live: LiveService) 
     for name, token in (("other", other), ("owner", owner), ("admin", None)):
         with live.client(token) if token else live.client() as client:
             (worker,) = client.get("/v1/workers").json()
-            seen[name] = worker["current_job"]
-    assert seen == {"other": None, "owner": job_id, "admin": job_id}
+            seen[name] = (worker["current_job"], worker["busy"])
+    assert seen == {"other": (None, True), "owner": (job_id, True), "admin": (job_id, True)}
