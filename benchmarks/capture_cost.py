@@ -12,7 +12,7 @@ takes.
 * stats / full_stats: libaccordo's own account of the last captured run (ACCORDO_STATS=1): time spent
   waiting for device copies, comparing, writing.
 
-    python benchmarks/capture_cost.py [--out benchmarks/results/capture_cost.json] [--repeats 3] [--no-full]
+    python -m benchmarks.capture_cost [--out benchmarks/results/capture_cost.json] [--repeats 3] [--no-full]
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from accordo.capture import run_capture
+from accordo.signature import kernel_pattern
+from benchmarks.common import device_name, plain_wall
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from accordo.capture import run_capture  # noqa: E402
-from accordo.signature import kernel_pattern  # noqa: E402
-from benchmarks.common import device_name, plain_wall  # noqa: E402
-
 EXAMPLES = ROOT / "examples"
 ITERATIONS = "5"
 TARGET_RATIO = 1.5

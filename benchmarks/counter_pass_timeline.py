@@ -7,7 +7,7 @@ those stamps: ncu's start until the application connects, each profiled kernel's
 disconnect, the source page printed, ncu's exit. The report reader's own parts are timed too (interpreter
 start, importing ncu_report, loading the report, reading the metrics).
 
-    python benchmarks/counter_pass_timeline.py --repeats 3 --out timeline.json
+    python -m benchmarks.counter_pass_timeline --repeats 3 --out timeline.json
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import device_name, plain_wall  # noqa: E402
-from benchmarks.counter_pass import (  # noqa: E402
+from benchmarks.common import device_name, plain_wall
+from benchmarks.counter_pass import (
     _with_kernels,
     _without,
     _without_page,
@@ -35,9 +32,10 @@ from benchmarks.counter_pass import (  # noqa: E402
     kernel_level_command,
     timed,
 )
-from intelliperf.gpu.ncu import profile_command, report_reader_dir  # noqa: E402
-from intelliperf.gpu.profiles import DEVICE_METRICS  # noqa: E402
+from intelliperf.gpu.ncu import profile_command, report_reader_dir
+from intelliperf.gpu.profiles import DEVICE_METRICS
 
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 

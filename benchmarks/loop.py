@@ -9,7 +9,7 @@ and must end without asking the model anything. One attempt's wall time is split
 re-measured), LLM time excluded; the target is at most 3x (build time + plain run time) plus the
 counter pass.
 
-    python benchmarks/loop.py [--out benchmarks/results/loop.json] [--reports benchmarks/results/loop]
+    python -m benchmarks.loop [--out benchmarks/results/loop.json] [--reports benchmarks/results/loop]
                               [--record tests/fixtures/loop] [--only NAME]
 
 ``--record`` also runs the feedback scenario (garbage, a non-compiling edit, a wrong one, the fix) on
@@ -28,14 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common import device_name, plain_wall
+from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix
+from intelliperf.contract import Report
+from tests.support.scripted_llm import ScriptedLLM
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import device_name, plain_wall  # noqa: E402
-from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix  # noqa: E402
-from intelliperf.contract import Report  # noqa: E402
-from tests.support.scripted_llm import ScriptedLLM  # noqa: E402
-
 EXAMPLES = ROOT / "examples"
 KEY = "sk-scripted-benchmark"
 ATTEMPT_PARTS = ("build", "validate", "measure", "counters")

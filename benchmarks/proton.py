@@ -21,7 +21,7 @@ For every Triton example, original and fixed, the example runs under Nsight Comp
   share of the warps' lives outside their first and last record (launch, exit, stores draining, Proton's
   own buffer write-back), which no record can see.
 
-    python benchmarks/proton.py [--out benchmarks/results/proton.json] [--iterations 3]
+    python -m benchmarks.proton [--out benchmarks/results/proton.json] [--iterations 3]
         [--only triton_atomic,triton_strided] [--rows-from earlier.json ...] [--record DIR]
 """
 
@@ -33,24 +33,21 @@ import io
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import device_name  # noqa: E402
-from benchmarks.proton_shares import (  # noqa: E402
+from benchmarks.common import device_name
+from benchmarks.proton_shares import (
     function_span,
     region_spans,
     same_launch_accuracy,
     sampled_lines,
     share_errors,
 )
-from intelliperf.gpu.ncu import export_page, parse_raw_csv  # noqa: E402
-from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics  # noqa: E402
+from intelliperf.gpu.ncu import export_page, parse_raw_csv
+from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics
 
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 METRICS = ("gpu__time_duration.sum", "smsp__warps_active.sum")
 SAME_LAUNCH_PAGE, SAME_LAUNCH_RAW = "same_launch_source.csv", "same_launch_raw.csv"

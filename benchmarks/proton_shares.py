@@ -37,18 +37,15 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from formulas.base import is_toolkit_file
+from intelliperf.gpu.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view
+from intelliperf.gpu.proton_runner import instrument
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from formulas.base import is_toolkit_file  # noqa: E402
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view  # noqa: E402
-from intelliperf.gpu.proton_runner import instrument  # noqa: E402
-
 __all__ = [
     "SAMPLES",
     "InstrumentedSpans",

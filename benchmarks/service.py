@@ -30,7 +30,7 @@ The load generator is one asyncio process speaking HTTP/1.1 over raw streams (pr
 status line, Content-Length and body read back): far cheaper per request than an HTTP client library, so it
 leaves the 2 cores to the server and the database. Its CPU time is recorded.
 
-    python benchmarks/service.py --out benchmarks/results/service.json
+    python -m benchmarks.service --out benchmarks/results/service.json
 """
 
 from __future__ import annotations
@@ -54,11 +54,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.support.databases import flushed_redis_database, fresh_postgres_database
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.databases import flushed_redis_database, fresh_postgres_database  # noqa: E402
-
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_BENCH_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("INTELLIPERF_BENCH_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 14  # the benchmark's own Redis database number, flushed before and after

@@ -13,7 +13,7 @@ For each example and its fix it records:
   process under the Accordo tracer): do the two instruments agree on identical launches?
 * the GPU's clocks and throttle reasons before, between and after (read-only nvidia-smi queries).
 
-    python benchmarks/speedup_probe.py [--out FILE] [EXAMPLE ...]
+    python -m benchmarks.speedup_probe [--out FILE] [EXAMPLE ...]
 """
 
 from __future__ import annotations
@@ -28,14 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from accordo.signature import kernel_pattern
+from accordo.trace import run_traced
+from benchmarks.event_harness import EventHarness
+from benchmarks.validate import first_launch, prepare_pair
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from accordo.signature import kernel_pattern  # noqa: E402
-from accordo.trace import run_traced  # noqa: E402
-from benchmarks.event_harness import EventHarness  # noqa: E402
-from benchmarks.validate import first_launch, prepare_pair  # noqa: E402
-
 EXAMPLES = ROOT / "examples"
 DEFAULT = ["reduction_bank", "strided_copy", "atomic_reduction", "histogram_atomic", "transpose_bank"]
 CLOCKS = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"

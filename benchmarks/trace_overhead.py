@@ -8,7 +8,7 @@ the plain run (and the median of each run against its own round's plain run), an
 for the probe application its own; for the examples spawn -> injection library loaded (cuInit), each
 set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's and libcuda's teardown).
 
-    python benchmarks/trace_overhead.py [--rounds 10] [--only full,libaccordo] [--apps probe_app]
+    python -m benchmarks.trace_overhead [--rounds 10] [--only full,libaccordo] [--apps probe_app]
         [--old-native DIR] [--variant NAME=CXXFLAGS] [--out trace_overhead.json]
 
 --old-native builds libaccordo from other sources too (e.g. a previous commit's accordo/native);

@@ -16,7 +16,7 @@ be trusted?
 * verdict_stability: the float-sum cases judged 20 times each (benchmarks/verdicts.py); the share of
   verdicts and reasons that were the expected ones.
 
-    python benchmarks/validate.py --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
+    python -m benchmarks.validate --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
         [--only cases|examples|speedup|stability] [--pairs NAME ...]
 """
 
@@ -33,19 +33,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from accordo.capture import Launch, run_capture
+from accordo.signature import kernel_pattern
+from accordo.speedup import measure_speedup
+from accordo.trace import KernelLaunch, run_traced
+from accordo.validate import ValidationOptions, validate
+from benchmarks.common import device_name, plain_wall
+from benchmarks.event_harness import EventHarness, PreparedLaunch, compile_cubin
+from benchmarks.verdicts import print_table as print_stability
+from benchmarks.verdicts import stability
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from accordo.capture import Launch, run_capture  # noqa: E402
-from accordo.signature import kernel_pattern  # noqa: E402
-from accordo.speedup import measure_speedup  # noqa: E402
-from accordo.trace import KernelLaunch, run_traced  # noqa: E402
-from accordo.validate import ValidationOptions, validate  # noqa: E402
-from benchmarks.common import device_name, plain_wall  # noqa: E402
-from benchmarks.event_harness import EventHarness, PreparedLaunch, compile_cubin  # noqa: E402
-from benchmarks.verdicts import print_table as print_stability  # noqa: E402
-from benchmarks.verdicts import stability  # noqa: E402
-
 EXAMPLES = ROOT / "examples"
 CASES = EXAMPLES / "accordo_cases"
 ITERATIONS = "5"  # launches of the example kernels per validation run

@@ -8,8 +8,8 @@ accordo.compare. To keep the GPU time affordable the reference runs come from a 
 and each repeat draws its own ``noise_runs`` of them at random (seeded); every repeat captures the
 candidate afresh.
 
-    python benchmarks/verdicts.py [--repeats 20] [--pool 48] [--out FILE]
-    python benchmarks/verdicts.py --record DIR   # small captures for the CPU tests (tests/fixtures)
+    python -m benchmarks.verdicts [--repeats 20] [--pool 48] [--out FILE]
+    python -m benchmarks.verdicts --record DIR   # small captures for the CPU tests (tests/fixtures)
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from accordo.capture import Capture, run_capture
+from accordo.compare import compare_captures
+from accordo.signature import kernel_pattern
+from accordo.validate import ValidationOptions, capture_reference, check_candidate
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from accordo.capture import Capture, run_capture  # noqa: E402
-from accordo.compare import compare_captures  # noqa: E402
-from accordo.signature import kernel_pattern  # noqa: E402
-from accordo.validate import ValidationOptions, capture_reference, check_candidate  # noqa: E402
-
 SUMS = ROOT / "examples" / "accordo_sums"
 DEFAULT_N = "4194381"  # 2^22 + 77: the cases' default
 RECORD_N = "16461"  # 2^14 + 77: small enough for capture fixtures in git
