@@ -404,3 +404,10 @@ def test_a_part_stopped_from_outside_takes_its_pytest_with_it(tmp_path: Path) ->
     ):
         assert time.monotonic() < deadline, "pytest outlived the part"
         time.sleep(0.1)
+
+
+def test_no_test_folder_is_named_gpu() -> None:
+    """tests/conftest.py skips an item whose keywords hold 'gpu' where no GPU is visible, and pytest counts
+    every folder of a test's path among its keywords: CPU tests in a folder named gpu would skip silently
+    (tests/intelliperf/backends/ holds the backends' tests for that reason)."""
+    assert sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("gpu") if p.is_dir()) == []

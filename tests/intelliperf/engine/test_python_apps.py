@@ -24,7 +24,7 @@ from intelliperf.llm.proposer import DspyProposer
 from intelliperf.process import JIT_CACHE, is_python_command
 from tests.support.scripted_llm import ScriptedLLM
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRINT_ENV = "import os, sys; print(os.environ.get(sys.argv[1], '<unset>'))"
 
 

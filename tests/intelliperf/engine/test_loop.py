@@ -26,7 +26,7 @@ from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.llm.proposer import DspyProposer
 from tests.support.scripted_llm import Failure, ScriptedLLM
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
 PROFILES = FIXTURES / "gpu" / "transpose_bank"
 RECORDED = Report.model_validate_json((FIXTURES / "loop" / "report.json").read_text())

@@ -199,7 +199,7 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = (
-        Path(__file__).resolve().parents[1] / "fixtures" / "amd" / "smi" / "amd_smi_static_mi300x.json"
+        Path(__file__).resolve().parents[2] / "fixtures" / "amd" / "smi" / "amd_smi_static_mi300x.json"
     ).read_text()
     for name, text in (
         ("rocprofv3", FAKE_ROCPROFV3),
@@ -220,7 +220,7 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
     run = subprocess.run(
         [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(project),
          "-o", str(report_file), "--", sys.executable, "-c", "pass"],
-        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[3], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "rocprofv3 --kernel-trace" in run.stderr and "rocprofv3 on 4 kernel(s)" in run.stderr
@@ -238,7 +238,7 @@ def test_intelliperf_run_on_an_amd_node_diagnoses_through_rocprofv3(tmp_path: Pa
     assert not any("Nsight Compute" in w for w in report["warnings"])
     optimize = subprocess.run(
         [sys.executable, "-m", "intelliperf", "run", "-b", "make", "-p", str(tmp_path), "--", "./app"],
-        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[3], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert optimize.returncode == SpecError.exit_code and "--unittest_command" in optimize.stderr
 
@@ -254,7 +254,7 @@ def test_on_amd_the_projects_tests_judge_and_the_vendors_timing_pass_times_the_r
     from accordo.validate import ValidationOptions
     from intelliperf.engine.job import judge_for
     from intelliperf.engine.unittest_judge import UnittestJudge
-    from tests.intelliperf.test_unittest_judge import target
+    from tests.intelliperf.engine.test_unittest_judge import target
 
     install_fake_rocprofv3(tmp_path, monkeypatch)
     reference, candidate = tmp_path / "reference", tmp_path / "candidate"

@@ -16,7 +16,7 @@ from intelliperf.gpu.probe import GpuInfo, Vendor, probe_gpus
 from worker.cli import worker_commands
 from worker.gpu import detect_gpus, queues_for
 
-AMD = Path(__file__).resolve().parents[1] / "fixtures" / "amd" / "smi"
+AMD = Path(__file__).resolve().parents[2] / "fixtures" / "amd" / "smi"
 # the documented questions, spelled out here so that a probe asking another one fails
 NVIDIA_SMI_ARGS = (
     "--query-gpu=index,name,compute_cap,memory.total,driver_version",

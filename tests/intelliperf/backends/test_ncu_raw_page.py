@@ -30,7 +30,7 @@ from intelliperf.gpu.ncu import (
 from intelliperf.gpu.ncu_source import parse_cuda_sass_view
 from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "raw_page_reader"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "raw_page_reader"
 
 FAKE_REPORT_MODULE = """
 class IMetric:
@@ -145,7 +145,7 @@ def test_a_reader_that_fails_names_itself_and_its_error(tmp_path: Path) -> None:
 
 
 def test_the_reader_runs_in_its_own_interpreter_with_the_standard_library_only() -> None:
-    source = (Path(__file__).resolve().parents[2] / "intelliperf" / "gpu" / "ncu_raw_page.py").read_text()
+    source = (Path(__file__).resolve().parents[3] / "intelliperf" / "gpu" / "ncu_raw_page.py").read_text()
     imports = set(re.findall(r"^\s*(?:from|import) (\w+)", source, flags=re.MULTILINE))
     assert imports <= {"__future__", "csv", "sys", "typing", "ncu_report"} | set(sys.stdlib_module_names)
 

@@ -10,7 +10,7 @@ from intelliperf.contract import Application, JobSpec, LlmSettings
 from intelliperf.engine.entry import REPLAY_DIAGNOSES_ONLY, run_spec
 from intelliperf.errors import LlmError, SpecError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RECORDED = ROOT / "tests" / "fixtures" / "gpu"
 EXAMPLES = ROOT / "examples"
 

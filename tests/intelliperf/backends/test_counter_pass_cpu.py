@@ -18,7 +18,7 @@ from intelliperf.gpu.cupti_counters import counter_pass_lock
 from intelliperf.gpu.nvidia import NvidiaBackend
 from intelliperf.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_nvdisasm_comes_from_the_configured_toolkit_then_path(
