@@ -327,8 +327,28 @@ def submit(
     timeout_minutes: Annotated[
         float, typer.Option("--timeout-minutes", min=0.1, help="Cancel the job if it has not ended by then")
     ] = 360.0,
+    track: Annotated[
+        bool,
+        typer.Option(
+            "--track",
+            help="Measure and diagnose only, file the kernels' times under the project's git checkout "
+            "(origin, commit, branch) and print those that moved against --base-branch",
+        ),
+    ] = False,
+    base_branch: Annotated[
+        str, typer.Option("--base-branch", help="With --track: the branch to compare with")
+    ] = "main",
 ) -> None:
-    from intelliperf.submit import exit_code_of, llm_key, pack_with_replay, resolve_service, submit_job
+    from intelliperf.contract import TrackSettings
+    from intelliperf.submit import (
+        exit_code_of,
+        git_checkout,
+        llm_key,
+        pack_with_replay,
+        resolve_service,
+        submit_job,
+        tracking_of,
+    )
 
     try:
         url, secret = resolve_service(service, token)
@@ -355,6 +375,16 @@ def submit(
             compare_files=compare_file,
         )
         updates: dict[str, object] = {"replay": replay_folder}
+        if track:
+            if formula not in ("auto", "diagnoseOnly"):
+                raise SpecError(
+                    f"--track measures and diagnoses only; leave -f/--formula out, not {formula!r}"
+                )
+            updates |= {
+                "formula": "diagnoseOnly",
+                "repository": git_checkout(project_directory),
+                "track": TrackSettings(base_branch=base_branch),
+            }
         if gpu_arch is not None:
             updates["gpu"] = spec.gpu.model_copy(update={"arch": gpu_arch})
         spec = JobSpec.model_validate({**spec.model_dump(), **updates})
@@ -380,6 +410,14 @@ def submit(
         stdout.print(job["id"], highlight=False)
         return
     _show_job(job, submission.report, output_file, summary_file)
+    if track and job.get("status") == "succeeded":
+        try:
+            compared = tracking_of(url, secret, str(job["id"]))
+        except IntelliPerfError as error:
+            raise _fail(error) from None
+        stdout.print(compared["comment"], highlight=False, markup=False)
+        for kernel, why in compared["not_compared"].items():
+            stdout.print(f"not compared: {kernel}: {why}", highlight=False, markup=False)
     raise typer.Exit(code=exit_code_of(job))
 
 

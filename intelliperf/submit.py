@@ -7,6 +7,10 @@ command exits with the job's code: 0 when it succeeded, the engine's own code wh
 (5 the build, 6 the application, ...), 1 for another failure (time limit, worker lost, cancelled), 13 when
 the service could not be reached or refused the job.
 
+With ``--track`` the job measures and diagnoses only, names the project's git checkout (its ``origin``
+remote, commit and branch) so the service files its kernels' times in their series, and the kernels that
+moved against the base branch are printed after the report (``GET /v1/jobs/{id}/tracking``).
+
 The service and its token come from the options, else the environment (INTELLIPERF_SERVICE_URL,
 INTELLIPERF_TOKEN), else the config file (``service_config_path()``: a TOML file with a ``[service]``
 table holding ``url`` and ``token``).
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import subprocess
 import tarfile
 import time
 import tomllib
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from intelliperf.contract import JobSpec
+from intelliperf.contract import JobSpec, RepositoryRef
 from intelliperf.errors import OUTCOME_BY_EXIT_CODE, IntelliPerfError, SpecError, SubmitError
 
 __all__ = [
@@ -33,11 +39,13 @@ __all__ = [
     "REPLAY_FOLDER",
     "Submission",
     "exit_code_of",
+    "git_checkout",
     "llm_key",
     "pack_with_replay",
     "resolve_service",
     "service_config_path",
     "submit_job",
+    "tracking_of",
 ]
 
 DEFAULT_SERVICE_URL = "http://127.0.0.1:8000"
@@ -132,6 +140,49 @@ def exit_code_of(job: Mapping[str, Any]) -> int:
     if job.get("status") == "succeeded":
         return 0
     return _CODE_BY_OUTCOME.get(str(job.get("outcome")), EXIT_OTHER_FAILURE)
+
+
+def _git(project: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def https_clone_url(remote: str) -> str:
+    """``git@host:owner/name.git`` as ``https://host/owner/name.git`` (the service takes https only)."""
+    scp = re.fullmatch(r"[^@/:]+@([^:/]+):(.+)", remote)
+    if scp:
+        return f"https://{scp[1]}/{scp[2]}"
+    return re.sub(r"^ssh://[^@/]+@([^/:]+)(?::\d+)?/", r"https://\1/", remote)
+
+
+def git_checkout(project: Path) -> RepositoryRef:
+    """The repository, commit and branch of the git checkout ``project`` is in; SpecError when it is none or
+    has no ``origin`` remote."""
+    remote = _git(project, "remote", "get-url", "origin")
+    commit = _git(project, "rev-parse", "HEAD")
+    if remote is None or commit is None:
+        raise SpecError(
+            f"--track files the job's kernel times under its repository and commit: {project} must be in a "
+            "git checkout with a commit and an 'origin' remote"
+        )
+    branch = _git(project, "rev-parse", "--abbrev-ref", "HEAD")
+    return RepositoryRef(
+        url=https_clone_url(remote), ref=branch if branch and branch != "HEAD" else "main", commit=commit
+    )
+
+
+def tracking_of(url: str, token: str, job_id: str) -> dict[str, Any]:
+    """The finished job's kernels against the base branch. Raises SubmitError."""
+    from intelliperf.action._client import ServiceClient, ServiceError
+
+    with ServiceClient(url, token) as client:
+        try:
+            return client.tracking(job_id)
+        except ServiceError as exc:
+            raise SubmitError(str(exc)) from None
 
 
 @dataclass(frozen=True)

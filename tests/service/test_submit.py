@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.service.conftest import ADMIN, ROOT, LiveService, celery_worker
@@ -105,3 +107,69 @@ def test_refusals_and_a_missing_service_have_their_own_exit_codes(live: LiveServ
     missing = intelliperf("submit", "-p", "examples/transpose_bank", "--replay", str(tmp_path / "nowhere"),
                           "--service", live.url, "--token", ADMIN, "--", "./bin/transpose")  # fmt: skip
     assert missing.returncode == 2 and "no such folder" in missing.stderr
+
+
+def git(project: Path, *args: str) -> None:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True, env=os.environ | env)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_track_files_the_kernels_under_the_checkout_and_compares_with_the_base(
+    worked: LiveService, tmp_path: Path
+) -> None:
+    project = tmp_path / "kernels"
+    shutil.copytree(ROOT / "examples" / "transpose_bank", project, ignore=shutil.ignore_patterns("bin"))
+    git(project, "init", "-q", "-b", "main")
+    git(project, "remote", "add", "origin", "git@github.com:acme/kernels.git")  # SSH: filed as https
+    git(project, "add", ".")
+    git(project, "commit", "-q", "-m", "kernels")
+    env = {"INTELLIPERF_SERVICE_URL": worked.url, "INTELLIPERF_TOKEN": ADMIN}
+    track = ["submit", "-p", str(project), "--replay", str(RECORDING), "--track", "--", "./bin/transpose"]
+    for _ in range(2):  # two commits on main
+        done = intelliperf(*track, env=env)
+        assert done.returncode == 0, done.stderr
+        git(project, "commit", "-q", "--allow-empty", "-m", "next")
+    git(project, "checkout", "-q", "-b", "feature")
+    done = intelliperf(*track, env=env)
+    assert done.returncode == 0, done.stderr
+    # the same recording each time: nothing moved, both kernels compared with main's two commits
+    assert "No kernel's time moved beyond the noise against the base branch (2 compared)." in done.stdout
+    with httpx.Client(base_url=worked.url, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+        jobs = client.get("/v1/jobs", params={"repository": "acme/kernels"}).json()["items"]
+        specs = [client.get(f"/v1/jobs/{job['id']}").json()["spec"] for job in jobs]
+        series = client.get(
+            "/v1/kernels/series",
+            params={"repository": "acme/kernels", "kernel": "_Z15transpose_tiledPKfPfii"},
+        ).json()
+    assert len(jobs) == 3 and {(s["formula"], s["track"]["base_branch"]) for s in specs} == {
+        ("diagnoseOnly", "main")
+    }
+    assert [s["ref"] for s in series["items"]] == ["main", "main", "feature"]
+    assert len({s["commit"] for s in series["items"]}) == 3
+
+
+def test_track_needs_a_git_checkout_with_an_origin(tmp_path: Path) -> None:
+    service = ["--service", "http://127.0.0.1:9", "--token", "t"]
+    done = intelliperf("submit", "-p", str(tmp_path), "--track", *service, "--", "./bin/app")
+    assert done.returncode == 2, done.stderr
+    assert "must be in a git checkout with a commit and an 'origin' remote" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("remote", "url"),
+    [
+        ("git@github.com:acme/kernels.git", "https://github.com/acme/kernels.git"),
+        ("ssh://git@ghe.corp.example:22/acme/kernels.git", "https://ghe.corp.example/acme/kernels.git"),
+        ("https://github.com/acme/kernels.git", "https://github.com/acme/kernels.git"),
+    ],
+)
+def test_an_ssh_remote_is_filed_by_its_https_url(remote: str, url: str) -> None:
+    from intelliperf.submit import https_clone_url
+
+    assert https_clone_url(remote) == url
