@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from accordo.validate import ValidationOptions
 from intelliperf.contract import JobSpec, Report, ValidationResult
 from intelliperf.errors import IntelliPerfError, SpecError
+from intelliperf.tracking.changepoints import ChangePoint
 
 if TYPE_CHECKING:
     from intelliperf.engine.progress import Progress
@@ -38,11 +39,14 @@ __all__ = [
     "TOOLS",
     "FormulaInfo",
     "FormulaList",
+    "KernelHistory",
+    "KernelHistoryRequest",
     "ReplayRequest",
     "ServiceJob",
     "ServiceJobRequest",
     "ValidateRequest",
     "formula_list",
+    "read_kernel_history",
     "read_service_job",
     "run_diagnose",
     "run_replay",
@@ -112,10 +116,9 @@ class ValidateRequest(_Request):
         return shlex.split(value) if isinstance(value, str) else value
 
 
-class ServiceJobRequest(_Request):
-    """A job of a running IntelliPerf service: GET /v1/jobs/{id}, and with ``report`` its report."""
+class _ServiceRequest(_Request):
+    """Where the service is and the token to read it with."""
 
-    job_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The job's id, as the service gave it")
     service_url: str | None = Field(
         default=None,
         pattern=r"^https?://",
@@ -127,7 +130,38 @@ class ServiceJobRequest(_Request):
         description="An API token of the service (default: the server's $INTELLIPERF_TOKEN, else token in "
         "the config file; prefer those: a token given here passes through the conversation)",
     )
+
+
+class ServiceJobRequest(_ServiceRequest):
+    """A job of a running IntelliPerf service: GET /v1/jobs/{id}, and with ``report`` its report."""
+
+    job_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The job's id, as the service gave it")
     report: bool = Field(default=True, description="Also read the job's report (none until it has finished)")
+
+
+class KernelHistoryRequest(_ServiceRequest):
+    """One kernel's time series in a repository: GET /v1/kernels/series."""
+
+    repository: str = Field(pattern=r"^[\w.-]{1,100}/[\w.-]{1,100}$", description="owner/name")
+    kernel: str = Field(
+        min_length=1, max_length=2000, description="The kernel's mangled name, as reports give it"
+    )
+    device: str | None = Field(
+        default=None, max_length=500, description="One device (a report's device.name)"
+    )
+    ref: str | None = Field(default=None, max_length=200, description="One branch; change points need one")
+    limit: int = Field(default=200, ge=1, le=5000, description="The newest samples, at most")
+
+
+class KernelHistory(BaseModel):
+    repository: str
+    kernel: str
+    samples: list[dict[str, Any]] = Field(
+        description="Oldest first: commit, ref, job_id, created_at, device, launches, median_ns, mean_ns"
+    )
+    total: int = Field(description="Samples in the series in all")
+    change_points: list[ChangePoint] = Field(description="Where the kernel's time moved to a new level")
+    change_points_note: str | None = Field(default=None, description="Why no change point was looked for")
 
 
 class ServiceJob(BaseModel):
@@ -265,24 +299,53 @@ def formula_list() -> FormulaList:
     return FormulaList(formulas=infos, meta_formulas=list(META_FORMULAS))
 
 
-def read_service_job(request: ServiceJobRequest) -> ServiceJob:
-    """The job (and its report) through the Action's client; a refusal is a SubmitError with the service's
-    own answer (401, 403, 404, ...)."""
-    from intelliperf.action._client import ServiceClient, ServiceError
-    from intelliperf.errors import SubmitError
+def _service_client(request: _ServiceRequest) -> Any:
+    """The Action's client for the request's service, found as `intelliperf submit` finds it: the
+    arguments, the environment, the config file."""
+    from intelliperf.action._client import ServiceClient
     from intelliperf.submit import resolve_service
 
-    # as `intelliperf submit` finds them: the arguments, the environment, the config file
     url, token = resolve_service(
         request.service_url, request.token.get_secret_value() if request.token else None
     )
+    return ServiceClient(url.rstrip("/"), token, timeout_s=30.0)
+
+
+def read_service_job(request: ServiceJobRequest) -> ServiceJob:
+    """The job (and its report) through the Action's client; a refusal is a SubmitError with the service's
+    own answer (401, 403, 404, ...)."""
+    from intelliperf.action._client import ServiceError
+    from intelliperf.errors import SubmitError
+
     try:
-        with ServiceClient(url.rstrip("/"), token, timeout_s=30.0) as client:
+        with _service_client(request) as client:
             job = client.job(request.job_id)
             report = client.report(request.job_id) if request.report else None
     except ServiceError as exc:
         raise SubmitError(str(exc)) from None
     return ServiceJob(job=job, report=Report.model_validate(report) if report is not None else None)
+
+
+def read_kernel_history(request: KernelHistoryRequest) -> KernelHistory:
+    """A kernel's series with its change points; a refusal is a SubmitError with the service's answer."""
+    from intelliperf.action._client import ServiceError
+    from intelliperf.errors import SubmitError
+
+    query = {"repository": request.repository, "kernel": request.kernel, "limit": request.limit}
+    query |= {key: value for key, value in (("device", request.device), ("ref", request.ref)) if value}
+    try:
+        with _service_client(request) as client:
+            series = client.kernel_series(query)
+    except ServiceError as exc:
+        raise SubmitError(str(exc)) from None
+    return KernelHistory(
+        repository=request.repository,
+        kernel=request.kernel,
+        samples=series["items"],
+        total=series["total"],
+        change_points=series["change_points"],
+        change_points_note=series.get("change_points_note"),
+    )
 
 
 # The tools: the operations off the event loop, their progress as MCP progress notifications.
@@ -356,6 +419,10 @@ async def read_job(request: ServiceJobRequest, ctx: _ToolContext) -> ServiceJob:
     return await _off_loop(ctx, lambda _notify: read_service_job(request))
 
 
+async def kernel_history(request: KernelHistoryRequest, ctx: _ToolContext) -> KernelHistory:
+    return await _off_loop(ctx, lambda _notify: read_kernel_history(request))
+
+
 def list_formulas() -> FormulaList:
     return formula_list()
 
@@ -389,6 +456,11 @@ DESCRIPTIONS = {
         "Read a job of a running IntelliPerf service (GET /v1/jobs/{id}) and, with report=true, its report "
         "(GET /v1/jobs/{id}/report: the same Report as diagnose), with a bearer token."
     ),
+    "kernel_history": (
+        "A kernel's time per commit in a repository, as the service recorded it from every finished job "
+        "(GET /v1/kernels/series), with the change points: the commits where its time moved to a new level, "
+        "by how much (a 95% interval) and how sure. Give device and ref (a branch) to get change points."
+    ),
 }
 
 
@@ -402,6 +474,7 @@ TOOLS: list[tuple[Callable[..., Any], type[BaseModel] | None, ToolHints]] = [
     (validate, ValidateRequest, RUNS),
     (list_formulas, None, READS),
     (read_job, ServiceJobRequest, READS | {"open_world_hint": True}),
+    (kernel_history, KernelHistoryRequest, READS | {"open_world_hint": True}),
 ]
 """Each tool: its function (its name is the tool's), the model its arguments are (None: it takes none) and
 its annotations (MCP's ToolAnnotations: does it only read, does it reach beyond this machine)."""

@@ -168,6 +168,11 @@ class ServiceClient:
         doing = f"reading job {job_id}'s kernel times against the base branch"
         return dict(self._request("GET", f"/v1/jobs/{job_id}/tracking", doing).json())
 
+    def kernel_series(self, query: dict[str, Any]) -> dict[str, Any]:
+        """One kernel's samples and change points (``GET /v1/kernels/series``)."""
+        doing = f"reading the series of {query.get('kernel')} in {query.get('repository')}"
+        return dict(self._request("GET", "/v1/kernels/series", doing, params=query).json())
+
     def diff(self, job_id: str) -> str | None:
         try:
             return self._request("GET", f"/v1/jobs/{job_id}/diff", "reading the diff").text

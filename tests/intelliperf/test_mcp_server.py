@@ -27,6 +27,8 @@ from formulas.registry import all_formulas, names
 from intelliperf.contract import JobSpec, Report, ValidationResult
 from intelliperf.mcp_tools import (
     FormulaList,
+    KernelHistory,
+    KernelHistoryRequest,
     ReplayRequest,
     ServiceJob,
     ServiceJobRequest,
@@ -109,6 +111,7 @@ def test_each_tools_input_schema_is_its_model_and_its_output_the_contract() -> N
         "replay": ReplayRequest,
         "validate": ValidateRequest,
         "read_job": ServiceJobRequest,
+        "kernel_history": KernelHistoryRequest,
     }
     outputs: dict[str, type[BaseModel]] = {
         "diagnose": Report,
@@ -116,6 +119,7 @@ def test_each_tools_input_schema_is_its_model_and_its_output_the_contract() -> N
         "validate": ValidationResult,
         "list_formulas": FormulaList,
         "read_job": ServiceJob,
+        "kernel_history": KernelHistory,
     }
     assert set(tools) == set(outputs)
     for name, model in inputs.items():
@@ -259,7 +263,7 @@ def test_streamable_http_serves_the_same_tools() -> None:
 
     with http_server(port):
         listed, result = anyio.run(work)
-    assert listed == ["diagnose", "replay", "validate", "list_formulas", "read_job"]
+    assert listed == ["diagnose", "replay", "validate", "list_formulas", "read_job", "kernel_history"]
     assert_transpose_diagnosed(Report.model_validate(structured(result)))
 
 
@@ -356,3 +360,39 @@ def test_read_job_reads_a_job_and_its_report_from_a_live_service(tmp_path: Path)
     assert "not-the-token" not in text_of(refused)
     assert unknown.is_error and "HTTP 404" in text_of(unknown)
     assert traversal.is_error and "job_id" in text_of(traversal)  # refused before any request is made
+
+
+def test_kernel_history_reads_a_series_and_its_change_point_from_a_live_service(tmp_path: Path) -> None:
+    """Twenty jobs of ten commits recorded by a real service (SQLite): the tool reads the kernel's series
+    with the URL and token of its environment, and the change point at the sixth commit."""
+    from service.db.session import Database
+    from service.settings import ServiceSettings
+    from tests.service.test_kernel_series import H100, TRANSPOSE, history_with_a_step
+
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'intelliperf.db'}",
+        admin_token=ADMIN,  # type: ignore[arg-type]
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
+    )
+    with serve(settings) as live:
+        db = Database(settings.resolved_database_url)
+        try:
+            history_with_a_step(db)
+        finally:
+            db.dispose()
+        query = {"repository": "acme/kernels", "kernel": TRANSPOSE}
+
+        async def work(mcp: Client) -> list[CallToolResult]:
+            return [
+                await mcp.call_tool("kernel_history", {**query, "device": H100, "ref": "main"}),
+                await mcp.call_tool("kernel_history", {**query, "kernel": "_Z4nonev"}),
+                await mcp.call_tool("kernel_history", {**query, "repository": "not a repository"}),
+            ]
+
+        found, unknown, bad = over_stdio(work, INTELLIPERF_SERVICE_URL=live.url, INTELLIPERF_TOKEN=ADMIN)
+    history = KernelHistory.model_validate(structured(found))
+    assert history.total == 20 and len(history.samples) == 20
+    assert [c.commit for c in history.change_points] == [f"{5:07x}"] and history.change_points_note is None
+    assert unknown.is_error and "HTTP 404" in text_of(unknown)
+    assert bad.is_error and "repository" in text_of(bad)

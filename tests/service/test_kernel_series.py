@@ -444,6 +444,7 @@ def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService,
         assert "transpose.cu:59" in listing
         job_page = browser.get(f"/jobs/{jobs[0]}").text
         assert 'class="series" href="/kernels/series?repository=acme%2Fkernels&amp;kernel=' in job_page
+        assert 'class="kernels" href="/kernels?repository=acme%2Fkernels"' in job_page
     with httpx.Client(base_url=live.url, timeout=30, follow_redirects=False) as browser:
         assert browser.post("/login", data={"token": other, "next": "/"}).status_code == 303
         assert browser.get("/kernels/series", params=query).status_code == 403
