@@ -11,6 +11,7 @@ from formulas.registry import FormulaRegistrationError, all_formulas, concrete_f
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf.contract import Diagnosis, RankedKernel
 from intelliperf.errors import SpecError
+from tests.support.reports import make_diagnosis, make_kernel
 
 
 def test_builtin_formulas_registered() -> None:
@@ -91,29 +92,11 @@ def test_metrics_are_the_union_without_duplicates() -> None:
 
 
 def kernel(rank: int, name: str) -> RankedKernel:
-    return RankedKernel(
-        rank=rank,
-        name=name,
-        demangled=name + "()",
-        launches=1,
-        total_ns=10,
-        mean_ns=10,
-        median_ns=10,
-        share=0.5,
-    )
+    return make_kernel(rank, name)
 
 
 def diagnosis(kernel_name: str, formula: str, saving: float, present: bool = True) -> Diagnosis:
-    return Diagnosis(
-        kernel=kernel_name,
-        formula=formula,
-        present=present,
-        severity="high" if present else "none",
-        estimated_saving_ns=saving,
-        estimated_saving_fraction=0.5,
-        summary="",
-        reasoning="",
-    )
+    return make_diagnosis(kernel_name, formula, present=present, saving_ns=saving, summary="", reasoning="")
 
 
 class TestSelection:

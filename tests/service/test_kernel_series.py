@@ -24,7 +24,6 @@ from intelliperf.contract import (
     RankedKernel,
     Report,
     RepositoryRef,
-    SourceLocation,
     TrackSettings,
 )
 from intelliperf.contract.worker import JobResult
@@ -41,6 +40,7 @@ from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN as ADMIN_TOKEN
 from tests.service.conftest import WORKER_TOKEN, LiveService
 from tests.service.test_worker_api import deliver
+from tests.support.reports import make_diagnosis, make_kernel
 from worker.service_client import ServiceClient
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -51,31 +51,15 @@ SORT = "_ZN3cub18DeviceRadixSortKernelIfEEvPKfPfi"
 
 
 def kernel(rank: int, name: str, median_ns: float, *, library: bool = False) -> RankedKernel:
-    return RankedKernel(
-        rank=rank,
-        name=name,
-        demangled=f"{name[4:]}(…)",
-        launches=20,
-        total_ns=int(median_ns * 20),
-        mean_ns=median_ns * 1.01,
-        median_ns=median_ns,
-        share=0.5,
-        library=library,
-    )
+    demangled = f"{name[4:]}(…)"
+    return make_kernel(rank, name, median_ns=median_ns, launches=20, library=library, demangled=demangled)
 
 
 def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Diagnosis:
-    return Diagnosis(
-        kernel=kernel_name,
-        formula=formula,
-        present=bool(locations),
-        severity="high" if locations else "none",
-        estimated_saving_ns=0.0,
-        estimated_saving_fraction=0.0,
-        summary="",
-        reasoning="",
-        locations=[SourceLocation(file=file, line=line, share=0.5) for file, line in locations],
-    )
+    return make_diagnosis(
+        kernel_name, formula, present=bool(locations), saving_ns=0.0, saving_fraction=0.0, summary="",
+        reasoning="", locations=locations,
+    )  # fmt: skip
 
 
 def report(transpose_ns: float = 80_960.5, device: str | None = H100) -> dict[str, Any]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from intelliperf.contract import Diagnosis
 from intelliperf.engine.kernel_source import at_kernel_definition, find_kernel
 from tests.recorded import EXAMPLES
+from tests.support.reports import make_diagnosis
 
 
 def line_of(path: Path, text: str) -> int:
@@ -36,16 +36,7 @@ def test_a_launch_or_a_missing_kernel_is_not_a_definition(tmp_path: Path) -> Non
 
 def test_only_a_present_diagnosis_without_lines_gets_the_definition(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text("__global__ void k(float* x) {\n  x[0] = 1;\n}\n")
-    present = Diagnosis(
-        kernel="_Z1kPf",
-        formula="bankConflict",
-        present=True,
-        severity="low",
-        estimated_saving_ns=1.0,
-        estimated_saving_fraction=0.1,
-        summary="s",
-        reasoning="r",
-    )
+    present = make_diagnosis("_Z1kPf", severity="low", saving_fraction=0.1)
     [located] = at_kernel_definition([present], tmp_path, "k(float*)")
     [location] = located.locations
     assert (location.file, location.line) == ("k.cu", 1) and location.code[0].hot

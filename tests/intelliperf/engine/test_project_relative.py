@@ -3,22 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from intelliperf.contract import Diagnosis
-from intelliperf.contract.report import SourceLocation
 from intelliperf.engine.diagnose import project_relative
+from tests.support.reports import make_diagnosis
 
 
 def diagnosis(*files: str) -> Diagnosis:
-    return Diagnosis(
-        kernel="k",
-        formula="bankConflict",
-        present=True,
-        severity="high",
-        estimated_saving_ns=1.0,
-        estimated_saving_fraction=0.5,
-        summary="s",
-        reasoning="r",
-        locations=[SourceLocation(file=f, line=3, share=0.5) for f in files],
-    )
+    return make_diagnosis(locations=[(file, 3) for file in files])
 
 
 def test_workspace_files_become_project_relative(tmp_path: Path) -> None:

@@ -11,13 +11,14 @@ from accordo.validate import ValidationOptions
 from formulas.registry import get
 from intelliperf.action._inputs import GithubContext, build_spec, read_inputs
 from intelliperf.cli import _spec_from_options
-from intelliperf.contract import Application, Diagnosis, JobSpec, RankedKernel
+from intelliperf.contract import Application, JobSpec, RankedKernel
 from intelliperf.engine.candidate import Target
 from intelliperf.engine.job import judge_for
 from intelliperf.engine.judge import AccordoJudge
 from intelliperf.engine.recorded_loop import RecordedJudge
 from intelliperf.engine.unittest_judge import UnittestJudge, function_regex
 from intelliperf.errors import SpecError
+from tests.support.reports import make_diagnosis
 
 KERNEL = RankedKernel(
     rank=1,
@@ -95,16 +96,7 @@ def test_tests_that_hang_fail_the_candidate_with_the_time_limit(tmp_path: Path) 
 
 
 def target() -> Target:
-    diagnosis = Diagnosis(
-        kernel=KERNEL.name,
-        formula="memoryAccess",
-        present=True,
-        severity="high",
-        estimated_saving_ns=10.0,
-        estimated_saving_fraction=0.5,
-        summary="s",
-        reasoning="r",
-    )
+    diagnosis = make_diagnosis(KERNEL.name, "memoryAccess", saving_ns=10.0)
     return Target(
         kernel=KERNEL,
         formula=get("memoryAccess")(),
