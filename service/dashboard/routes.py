@@ -27,7 +27,7 @@ from service.dashboard.session import (
     safe_next,
     same_origin,
 )
-from service.dashboard.views import job_view, kernel_series_view, overview
+from service.dashboard.views import job_view, kernel_series_view, overview, sampled_repositories
 from service.db.models import Job
 from service.events import event_stream_response
 from service.jobs import get_job
@@ -109,8 +109,14 @@ def job_page(
 
 @router.get("/kernels")
 def kernels_page(
-    request: Request, principal: PagePrincipal, repository: Annotated[str, Query(max_length=200)]
+    request: Request,
+    principal: PagePrincipal,
+    repository: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
+    if repository is None:
+        with get_db(request).session() as session:
+            rows = sampled_repositories(session, principal)
+        return render("repositories.html", principal=principal, rows=rows)
     if not principal.may_access(repository):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"this login may not read {repository}")
     with get_db(request).session() as session:

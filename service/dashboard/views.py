@@ -188,3 +188,19 @@ def kernel_series_view(
         change_points=changes,
         note=note,
     )
+
+
+def sampled_repositories(session: Session, principal: Principal) -> list[tuple[str, int, datetime]]:
+    """The repositories this principal may see that have kernel samples: the name, how many kernels, the
+    newest sample's time."""
+    rows = session.execute(
+        select(
+            KernelSample.repository,
+            func.count(func.distinct(KernelSample.kernel)),
+            func.max(KernelSample.created_at),
+        )
+        .where(KernelSample.repository.is_not(None))
+        .group_by(KernelSample.repository)
+        .order_by(KernelSample.repository)
+    ).all()
+    return [(str(name), int(kernels), newest) for name, kernels, newest in rows if principal.may_access(name)]

@@ -423,6 +423,8 @@ def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService,
         assert html.count('<line class="change"') == 1
         assert f'<tr data-commit="{5:07x}">' in html and "+25" in html
         assert f'href="/jobs/{jobs[-1]}"' in html
+        repositories = browser.get("/kernels").text
+        assert '<a href="/kernels?repository=acme%2Fkernels">acme/kernels</a>' in repositories
         listing = browser.get("/kernels", params={"repository": "acme/kernels"}).text
         assert listing.count('href="/kernels/series?repository=acme%2Fkernels&amp;kernel=') == 2
         assert "transpose.cu:59" in listing
@@ -432,6 +434,7 @@ def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService,
     with httpx.Client(base_url=live.url, timeout=30, follow_redirects=False) as browser:
         assert browser.post("/login", data={"token": other, "next": "/"}).status_code == 303
         assert browser.get("/kernels/series", params=query).status_code == 403
+        assert "acme/kernels" not in browser.get("/kernels").text  # not this login's repository
 
 
 def test_a_jobs_kernels_are_compared_with_the_base_branch(live: LiveService, db: Database) -> None:
