@@ -3,8 +3,9 @@ also shown to catch a module that breaks it."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from tests.intelliperf.test_layering import imported_modules  # every absolute import, lazy ones too
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("intelliperf", "formulas", "accordo", "service", "worker")
@@ -18,17 +19,6 @@ def room(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "intelliperf" and len(parts) > 1 else parts[0]
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every absolute import in ``path``, also those inside functions (a lazy import is still an edge)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
-
-
 def edges(root: Path = ROOT) -> set[tuple[str, str, str]]:
     """(importing room, imported room, file) for every import between rooms of the product or into
     tests/benchmarks."""
@@ -37,7 +27,7 @@ def edges(root: Path = ROOT) -> set[tuple[str, str, str]]:
         for path in sorted((root / package).rglob("*.py")):
             module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
             here = room(module)
-            for name in imports_of(path):
+            for name in imported_modules(path):
                 top = name.split(".")[0]
                 if top in (*PRODUCT, "tests", "benchmarks") and room(name) != here:
                     found.add((here, room(name), str(path.relative_to(root))))
