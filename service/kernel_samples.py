@@ -332,7 +332,7 @@ def series_change_points(samples: Sequence[KernelSample]) -> tuple[list[ChangePo
     return find_change_points(points, min_effect=0.03), None
 
 
-BASE_SAMPLES = 500  # the base branch's newest samples a comparison rests on
+BASE_SAMPLES = 200  # the newest samples a comparison or a regression check rests on (500 cost 0.9 s a kernel)
 
 
 def branch_series(session: Session, sample: KernelSample, ref: str) -> list[KernelSample]:

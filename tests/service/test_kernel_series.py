@@ -560,3 +560,16 @@ def test_a_pull_requests_samples_are_not_part_of_the_base_branchs_history(
         == "samples from several branches: ask for one ref to see its change points"
     )
     assert main["total"] == 20 and [c["commit"] for c in main["change_points"]] == [f"{5:07x}"]
+
+
+def test_a_comparison_rests_on_the_newest_base_samples_only(db: Database) -> None:
+    """BASE_SAMPLES at its edge: of 201 jobs on main, the oldest is left out of the level."""
+    from service.kernel_samples import BASE_SAMPLES, compare_job_to_base
+
+    for number in range(BASE_SAMPLES + 1):
+        finished_job(db, spec(commit=f"{number:07x}"), report(transpose_ns=80_000.0 + number % 3))
+    head = finished_job(db, spec(commit="f00dfee", ref="feature"), report(transpose_ns=80_000.0))
+    with db.session() as session:
+        compared = compare_job_to_base(session, head, "main", 0.03)
+    transpose = next(m for m in compared.moves if m.kernel.startswith("transpose"))
+    assert BASE_SAMPLES == 200 and transpose.base_commits == BASE_SAMPLES and not transpose.moved
