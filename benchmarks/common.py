@@ -7,23 +7,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from benchmarks.gpu_record import device_name
+
 __all__ = ["device_name", "plain_wall"]
-
-
-def device_name() -> str:
-    """The first GPU's name from nvidia-smi, or "unknown" without one."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return "unknown"
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if lines else "unknown"
 
 
 def plain_wall(argv: list[str], cwd: Path, repeats: int = 3) -> float:

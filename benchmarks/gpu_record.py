@@ -24,7 +24,9 @@ a NUL byte, its byte length in decimal, a NUL byte, and its bytes.
 files (stale already) or not a passing run of its part; ``check`` exits 1 when any part is stale, missing,
 failed, passed no test, or was run with other arguments than its own; ``stale`` exits 0.
 
-Standard library only: the GPU machine has Python and pytest but not necessarily this project's dependencies.
+Standard library only, and no import of the project: the GPU machine has Python and pytest but not
+necessarily this project's dependencies, and CI runs it as a script
+(``python benchmarks/gpu_record.py check``).
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-
-from benchmarks.common import device_name
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "results" / "gpu_tests.json"
@@ -293,6 +293,23 @@ def parse_summary(text: str) -> dict:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def device_name() -> str:
+    """The first GPU's name from nvidia-smi, or "unknown" without one (benchmarks.common serves it to the
+    other benchmarks: this script must run standalone, as ``python benchmarks/gpu_record.py``)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return "unknown"
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
 
 
 def run_pytest(args: list[str]) -> tuple[int, str]:

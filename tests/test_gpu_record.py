@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -360,6 +361,21 @@ def test_check_cli_passes_a_record_of_every_part(tmp_path: Path) -> None:
     done = run_script("check", "--record", str(record))
     assert done.returncode == 0, done.stdout + done.stderr
     assert run_script("stale", "--record", str(record)).stdout.strip() == ""
+
+
+def test_the_script_runs_standalone_outside_the_package(tmp_path: Path) -> None:
+    """CI runs `python benchmarks/gpu_record.py check`: no `benchmarks` package on sys.path then."""
+    record = tmp_path / "gpu_tests.json"
+    record.write_text(json.dumps(record_of(*(entry(ROOT, part) for part in PARTS))))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "check", "--record", str(record)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_check_cli_fails_without_a_record(tmp_path: Path) -> None:
