@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
 from formulas.registry import FormulaRegistrationError, get
 from intelliperf.contract.report import (
@@ -26,6 +27,7 @@ from intelliperf.contract.report import (
     ValidationResult,
 )
 from intelliperf.errors import SpecError
+from intelliperf.tracking.against_base import KernelMove
 
 __all__ = ["format_number", "render_summary"]
 
@@ -78,6 +80,30 @@ def _ns(ns: float) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:,.3g} {unit}" if ns / scale < 1000 else f"{ns / scale:,.0f} {unit}"
     return f"{ns:,.0f} ns"
+
+
+def moves_table(moves: Sequence[KernelMove], dashboard_url: str | None = None) -> str:
+    """A tracking comment's Markdown: the kernels that moved against the base branch, slowest change first,
+    or a sentence that none did."""
+    moved = sorted((m for m in moves if m.moved), key=lambda m: -m.change)
+    link = f"\n\n[Each kernel's history on the dashboard]({dashboard_url})" if dashboard_url else ""
+    if not moved:
+        return (
+            f"No kernel's time moved beyond the noise against the base branch ({len(moves)} compared).{link}"
+        )
+    rows = [
+        f"| `{m.kernel.replace('`', '')}` | {_ns(m.base_ns)} | {_ns(m.head_ns)} | "
+        f"{m.change:+.1%} | {m.low:+.1%} to {m.high:+.1%} | {'slower' if m.change > 0 else 'faster'} |"
+        for m in moved
+    ]
+    header = "| kernel | base | this PR | change | 95% interval | |\n|---|---:|---:|---:|---:|---|"
+    return (
+        f"{len(moved)} of {len(moves)} kernels moved beyond the noise against the base branch:\n\n"
+        + header
+        + "\n"
+        + "\n".join(rows)
+        + link
+    )
 
 
 def format_number(value: float) -> str:

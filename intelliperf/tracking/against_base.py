@@ -1,5 +1,5 @@
-"""A pull request's kernels against the base branch: which moved beyond the noise, by how much (with a 95%
-interval), as a table for the pull request's comment.
+"""A pull request's kernels against the base branch: which moved beyond the noise, and by how much (with a
+95% interval); ``intelliperf.summary.moves_table`` writes them as the pull request's comment.
 
 The base branch's recent history gives each kernel's level (the commits since its last change point) and
 the noise a commit's mean carries on these machines (``changepoints.estimate_noise``); the head commit's
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .changepoints import CommitTimes, estimate_noise, find_change_points
 
-__all__ = ["KernelMove", "compare_to_base", "moves_table"]
+__all__ = ["KernelMove", "compare_to_base"]
 
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -67,34 +67,4 @@ def compare_to_base(
         high=high,
         base_commits=len(recent),
         moved=moved,
-    )
-
-
-def _time(ns: float) -> str:
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def moves_table(moves: Sequence[KernelMove], dashboard_url: str | None = None) -> str:
-    """The comment's Markdown: the kernels that moved, slowest change first, or a sentence that none did."""
-    moved = sorted((m for m in moves if m.moved), key=lambda m: -m.change)
-    link = f"\n\n[Each kernel's history on the dashboard]({dashboard_url})" if dashboard_url else ""
-    if not moved:
-        return (
-            f"No kernel's time moved beyond the noise against the base branch ({len(moves)} compared).{link}"
-        )
-    rows = [
-        f"| `{m.kernel.replace('`', '')}` | {_time(m.base_ns)} | {_time(m.head_ns)} | "
-        f"{m.change:+.1%} | {m.low:+.1%} to {m.high:+.1%} | {'slower' if m.change > 0 else 'faster'} |"
-        for m in moved
-    ]
-    header = "| kernel | base | this PR | change | 95% interval | |\n|---|---:|---:|---:|---:|---|"
-    return (
-        f"{len(moved)} of {len(moves)} kernels moved beyond the noise against the base branch:\n\n"
-        + header
-        + "\n"
-        + "\n".join(rows)
-        + link
     )

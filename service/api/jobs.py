@@ -17,7 +17,7 @@ from intelliperf.contract import JobSpec, TrackSettings
 from intelliperf.errors import plain_message
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
-from intelliperf.tracking.against_base import moves_table
+from intelliperf.summary import moves_table
 from service.api.archive_checks import ArchiveChecks, CheckerDied, CheckRefused
 from service.api.deps import (
     BearerSecret,

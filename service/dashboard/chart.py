@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-__all__ = ["ChangeMark", "ChartPoint", "series_svg", "time_label"]
+from service.dashboard.render import nanoseconds
+
+__all__ = ["ChangeMark", "ChartPoint", "series_svg"]
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 70, 40, 16, 28  # margins: the y axis labels on the left, commits below
@@ -30,15 +32,6 @@ class ChartPoint:
 class ChangeMark:
     index: int  # the first point at the new level
     text: str  # e.g. "+12% (8% to 16%)"
-
-
-def time_label(ns: float) -> str:
-    """'850 ns', '12.3 µs', '4.56 ms', '1.20 s'."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            value = ns / scale
-            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def _scale(values: Sequence[float]) -> tuple[float, float]:
@@ -72,7 +65,7 @@ def series_svg(points: Sequence[ChartPoint], changes: Sequence[ChangeMark] = ())
         ty = y(value)
         parts.append(
             f'<text class="tick" x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end" font-size="11" '
-            f'fill="#555">{escape(time_label(value))}</text>'
+            f'fill="#555">{escape(nanoseconds(value))}</text>'
         )
     for change in changes:
         if not 0 < change.index < len(points):

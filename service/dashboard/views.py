@@ -15,7 +15,8 @@ from intelliperf.contract import Report
 from intelliperf.tracking.changepoints import ChangePoint
 from service.api.schemas import WorkerOut
 from service.auth import Principal
-from service.dashboard.chart import ChangeMark, ChartPoint, series_svg, time_label
+from service.dashboard.chart import ChangeMark, ChartPoint, series_svg
+from service.dashboard.render import nanoseconds
 from service.db.models import FINISHED, JOB_STATES, Job, JobEvent, KernelSample, utcnow
 from service.fleet import Fleet, worker_rows
 from service.jobs import get_job, list_jobs
@@ -169,7 +170,7 @@ def kernel_series_view(
         ChartPoint(
             label=c.commit[:7],
             value_ns=sum(c.samples) / len(c.samples),
-            title=f"{c.commit}: {time_label(sum(c.samples) / len(c.samples))} ({len(c.samples)} job(s))",
+            title=f"{c.commit}: {nanoseconds(sum(c.samples) / len(c.samples))} ({len(c.samples)} job(s))",
         )
         for c in grouped
     ]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from service.dashboard.chart import ChangeMark, ChartPoint, series_svg, time_label
+from service.dashboard.chart import ChangeMark, ChartPoint, series_svg
+from service.dashboard.render import nanoseconds
 
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 def points(values: list[float]) -> list[ChartPoint]:
-    return [ChartPoint(f"c{i:03d}", v, f"commit c{i:03d}: {time_label(v)}") for i, v in enumerate(values)]
+    return [ChartPoint(f"c{i:03d}", v, f"commit c{i:03d}: {nanoseconds(v)}") for i, v in enumerate(values)]
 
 
 def parse(markup: str) -> ET.Element:
@@ -66,7 +67,7 @@ def test_axis_ticks_span_the_values_and_an_empty_series_says_so() -> None:
 
 
 def test_time_labels() -> None:
-    assert [time_label(v) for v in (850, 12_345, 4_560_000, 1.2e9, 250_000)] == [
+    assert [nanoseconds(v) for v in (850, 12_345, 4_560_000, 1.2e9, 250_000)] == [
         "850 ns",
         "12.3 µs",
         "4.56 ms",

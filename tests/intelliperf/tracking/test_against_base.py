@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from intelliperf.tracking.against_base import KernelMove, compare_to_base, moves_table
+from intelliperf.summary import moves_table
+from intelliperf.tracking.against_base import KernelMove, compare_to_base
 from intelliperf.tracking.changepoints import CommitTimes
 
 
