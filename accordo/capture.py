@@ -29,6 +29,8 @@ __all__ = [
     "CaptureError",
     "CaptureRun",
     "Launch",
+    "LaunchShape",
+    "Module",
     "Param",
     "read_capture",
     "run_capture",
@@ -39,7 +41,8 @@ MAGIC = b"ACCORDO1"
 VERSION = 1
 NO_LAUNCH = 0xFFFFFFFFFFFFFFFF
 
-REC_LAUNCH, REC_BUFFER, REC_TIME, REC_ERROR, REC_END, REC_SAME = 1, 2, 3, 4, 5, 6
+REC_LAUNCH, REC_BUFFER, REC_TIME, REC_ERROR, REC_END, REC_SAME, REC_SHAPE, REC_MODULE = 1, 2, 3, 4, 5, 6, 7, 8
+UNKNOWN = 0xFFFFFFFFFFFFFFFF  # a SHAPE field the driver did not say (persisting_l2) or no module seen
 PARAM_KINDS = {0: "scalar", 1: "pointer", 2: "unavailable"}
 PHASES = {0: "before", 1: "after"}
 
@@ -123,6 +126,35 @@ class CaptureError:
 
 
 @dataclass(frozen=True)
+class LaunchShape:
+    """How a launch was made (SHAPE record): what a replay needs besides the buffers and the module."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared: int  # bytes
+    stream: int  # the stream handle as the program passed it (0: the default stream)
+    per_thread: bool  # a _ptsz launch
+    graph_capture: bool  # the stream was being captured into a CUDA graph
+    persisting_l2: int | None  # the context's persisting-L2 limit at the launch, bytes (None: not known)
+    module: int | None  # the MODULE record holding the kernel (None: none was seen)
+
+
+@dataclass(frozen=True)
+class Module:
+    """A loaded cubin that holds the captured kernels ``names`` (MODULE record)."""
+
+    index: int
+    names: tuple[str, ...]
+    nbytes: int
+    file_offset: int
+    _map: mmap.mmap = field(repr=False, compare=False)
+
+    @property
+    def image(self) -> bytes:
+        return bytes(self._map[self.file_offset : self.file_offset + self.nbytes])
+
+
+@dataclass(frozen=True)
 class Launch:
     seq: int  # 0, 1, 2, ... over the file
     launch_index: int  # 0, 1, 2, ... per kernel name
@@ -133,6 +165,7 @@ class Launch:
     errors: tuple[str, ...]
     start_ns: int | None
     end_ns: int | None
+    shape: LaunchShape | None = None  # None: a capture from before SHAPE records
 
     @property
     def duration_ns(self) -> int | None:
@@ -177,6 +210,13 @@ class Capture:
     truncated: bool  # the file ends inside a record (the process died while writing)
     launches: tuple[Launch, ...]
     errors: tuple[CaptureError, ...]  # every ERROR record, in file order
+    modules: tuple[Module, ...] = ()
+
+    def module_of(self, launch: Launch) -> Module | None:
+        """The cubin ``launch``'s kernel ran from, if the capture kept it."""
+        if launch.shape is None or launch.shape.module is None:
+            return None
+        return next((m for m in self.modules if m.index == launch.shape.module), None)
 
     @property
     def file_bytes(self) -> int:
@@ -229,6 +269,7 @@ class _LaunchBuilder:
     errors: list[str] = field(default_factory=list)
     start_ns: int | None = None
     end_ns: int | None = None
+    shape: LaunchShape | None = None
 
     def build(self) -> Launch:
         return Launch(
@@ -241,6 +282,7 @@ class _LaunchBuilder:
             errors=tuple(self.errors),
             start_ns=self.start_ns,
             end_ns=self.end_ns,
+            shape=self.shape,
         )
 
 
@@ -266,6 +308,31 @@ def _parse_launch(p: _Payload) -> _LaunchBuilder:
     if p.pos != p.end:
         raise ProfileError(f"corrupt capture file: {p.what} has {p.end - p.pos} unexpected trailing bytes")
     return _LaunchBuilder(seq, launch_index, name, demangled, tuple(params))
+
+
+def _parse_shape(p: _Payload) -> tuple[int, LaunchShape]:
+    seq, gx, gy, gz, bx, by, bz, shared, flags, stream, persisting, module = p.take("QIIIIIIIIQQQ")
+    if p.pos != p.end:
+        raise ProfileError(f"corrupt capture file: {p.what} has {p.end - p.pos} unexpected trailing bytes")
+    return seq, LaunchShape(
+        grid=(gx, gy, gz),
+        block=(bx, by, bz),
+        dynamic_shared=shared,
+        stream=stream,
+        per_thread=bool(flags & 2),
+        graph_capture=bool(flags & 1),
+        persisting_l2=None if persisting == UNKNOWN else persisting,
+        module=None if module == UNKNOWN else module,
+    )
+
+
+def _parse_module(p: _Payload, data: mmap.mmap) -> Module:
+    index, n_names = p.take("QI")
+    names = tuple(p.text() for _ in range(n_names))
+    (nbytes,) = p.take("Q")
+    if nbytes != p.end - p.pos:
+        raise ProfileError(f"corrupt capture file: {p.what} says {nbytes} image bytes, holds {p.end - p.pos}")
+    return Module(index, names, nbytes, p.pos, data)
 
 
 def read_capture(path: str | os.PathLike[str]) -> Capture:
@@ -296,6 +363,7 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
     launches: dict[int, _LaunchBuilder] = {}
     snapshots: dict[tuple[int, int, int], Buffer] = {}  # (seq, param_index, phase) -> its bytes
     errors: list[CaptureError] = []
+    modules: list[Module] = []
     complete = truncated = False
     pos = _FILE_HEADER.size
     while pos < size:
@@ -347,6 +415,15 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
             seq, start_ns, end_ns = p.take("QQQ")
             if seq in launches:
                 launches[seq].start_ns, launches[seq].end_ns = start_ns, end_ns
+        elif rtype == REC_SHAPE:
+            seq, shape = _parse_shape(p)
+            if seq not in launches:
+                raise ProfileError(
+                    f"corrupt capture file: {what} names launch {seq}, which no LAUNCH precedes"
+                )
+            launches[seq].shape = shape
+        elif rtype == REC_MODULE:
+            modules.append(_parse_module(p, data))
         elif rtype == REC_ERROR:
             (seq,) = p.take("Q")
             message = p.text()
@@ -362,7 +439,14 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
         # unknown record types are skipped: later versions may add some
         pos = end
     ordered = tuple(launches[seq].build() for seq in sorted(launches))
-    return Capture(path=path, complete=complete, truncated=truncated, launches=ordered, errors=tuple(errors))
+    return Capture(
+        path=path,
+        complete=complete,
+        truncated=truncated,
+        launches=ordered,
+        errors=tuple(errors),
+        modules=tuple(modules),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -692,10 +692,13 @@ def compare_captures(
     default_element: str = "float32",
     element_override: str | None = None,
     alpha: float = DEFAULT_ALPHA,
+    outputs: frozenset[int] | None = None,
 ) -> Comparison:
     """Compare ``candidate``, captured with each launch's inputs restored from the reference's first run,
     with the reference runs (at least one; more calibrate the noise), launch by launch. ``alpha`` is the
-    chance per output that another draw of the reference's own noise fails it.
+    chance per output that another draw of the reference's own noise fails it. ``outputs``: the parameters
+    the reference's kernel writes, when the captures alone cannot tell (a reproducer holds one launch,
+    which may rewrite an output with the bits it held); by default those it changes at some launch.
 
     Launches are paired in order. Raises ValidationError when the reference itself cannot serve as one
     (its runs launch differently, or a reference launch was not captured).
@@ -707,7 +710,7 @@ def compare_captures(
     count_problem = _launch_count_failure(ref_launches, candidate.launches)
     if count_problem is not None:
         return Comparison(False, "launch_count", count_problem, [], 0)
-    written = written_params(reference)
+    written = written_params(reference) if outputs is None else outputs
     results: list[LaunchComparison] = []
     failures: list[tuple[int, _Failure]] = []
     noise_max = 0.0

@@ -4,7 +4,9 @@ Each run is one execution of the application under libaccordo; its kernel time i
 launch of the target kernel, timed by one of two instruments (``timer``):
 
 * ``events`` (default): a CUDA event pair recorded around each launch on its stream (libaccordo's time
-  mode, ``accordo.timing``), with no CUPTI activity enabled;
+  mode, ``accordo.timing``), with no CUPTI activity enabled; each timed launch starts on an idle device
+  with no persisting L2 lines (``ACCORDO_QUIESCE``): work the program put on another stream neither
+  overlaps it nor escapes its events, and an access-policy window left set buys nothing;
 * ``cupti``: the tracer's CUPTI kernel activity records (``accordo.trace``).
 
 On an H100, CUPTI's activity records slowed some memory-bound kernels by 3-5 us per launch and moved
@@ -119,7 +121,13 @@ def _launch_times(
     timer its process too (launch indices start again in every process)."""
     if timer == "events":
         timed = run_timed(
-            cmd, kernel_regex=pattern.pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
+            cmd,
+            kernel_regex=pattern.pattern,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            library=library,
+            quiesce=True,
         )
         return [((x.process, x.name), x.duration_ns) for x in timed.launches], timed.wall_s
     traced = run_traced(cmd, cwd=cwd, env=env, timeout_s=timeout_s, library=library)

@@ -87,9 +87,11 @@ def run_timed(
     env: Mapping[str, str] | None = None,
     timeout_s: float,
     library: str | os.PathLike[str] | None = None,
+    quiesce: bool = False,
 ) -> TimedRun:
     """Run ``cmd`` with libaccordo's event timer on the kernels matching ``kernel_regex`` (ECMAScript,
-    searched in the mangled and the demangled name) and return their timed launches.
+    searched in the mangled and the demangled name) and return their timed launches. ``quiesce``: each
+    timed launch starts on an idle device with no persisting L2 lines (ACCORDO_QUIESCE, FORMAT.md).
 
     Raises AppError when the program is missing, exits non-zero, is killed or times out, and ProfileError
     when no time file was completed or a launch could not be timed. A run that launched no matching
@@ -99,7 +101,7 @@ def run_timed(
         raise ValueError("kernel_regex must not be empty")
     run = run_jsonl_mode(
         cmd, "time", read_timing, cwd=cwd, env=env, timeout_s=timeout_s, library=library,
-        ACCORDO_KERNEL=kernel_regex,
+        ACCORDO_KERNEL=kernel_regex, ACCORDO_QUIESCE="1" if quiesce else "0",
     )  # fmt: skip
     if not run.completed:
         why = (

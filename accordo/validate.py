@@ -28,6 +28,7 @@ from intelliperf.contract.report import JudgeCheck, Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
 from .capture import Capture, CaptureRun, run_capture, write_restore
+from .capture_writer import write_capture
 from .compare import (
     DEFAULT_ALPHA,
     Comparison,
@@ -38,6 +39,15 @@ from .compare import (
     written_params,
 )
 from .probes import PROBES, Probe, overwritten, snapshots, write_probe
+from .replay_check import (
+    REPLAY_SECONDS,
+    ReplayFailure,
+    launch_pattern_problem,
+    replay_capture,
+    replay_speedups,
+    speedups_disagree,
+)
+from .reproducer import save_reproducer
 from .signature import ELEMENT_TYPES, kernel_pattern
 from .speedup import TIMERS, Timer, measure_speedup
 
@@ -46,9 +56,13 @@ __all__ = [
     "ValidationOptions",
     "capture_reference",
     "check_candidate",
+    "judge_timing",
     "time_candidate",
     "validate",
 ]
+
+REFERENCE_FILE = "reference.bin"  # in check_candidate's workdir: the reference's first capture
+CANDIDATE_FILE = "candidate.bin"  # and the candidate's capture on the reference's inputs
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,9 @@ class ValidationOptions:
     warmup_launches: int = 1  # first launches of the kernel per run left out of the speedup
     probes: bool = True  # run the reference and candidates on NaN-filled outputs and fresh inputs
     probe_seed: int = 0  # the fresh inputs' shuffle and random bytes
+    replay: bool = True  # replay both kernels alone on the captured inputs: judge and time them there
+    replay_seconds: float = REPLAY_SECONDS  # the replay timer's loop
+    revalidate: bool = True  # judge each launch again after timing
 
     def __post_init__(self) -> None:
         if self.atol < 0 or self.rtol < 0:
@@ -311,6 +328,63 @@ def _capture_settings(
     }
 
 
+def _capture_candidate(
+    reference: Reference,
+    candidate: Sequence[str],
+    *,
+    cwd: str | Path | None,
+    options: ValidationOptions,
+    output_dir: Path | None,
+    restore: Path | None,
+) -> CaptureRun | ValidationResult:
+    """One capture run of the candidate, or the verdict when it crashed, hung or never launched the kernel."""
+    kernel = reference.kernel
+    try:
+        run = run_capture(
+            candidate,
+            cwd=cwd,
+            output_dir=output_dir,
+            restore=restore,
+            **_capture_settings(kernel, reference.env, options, reference.library),
+        )
+    except KernelNotFoundError:
+        return ValidationResult(
+            kernel=kernel,
+            passed=False,
+            failure="no_launch",
+            reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
+            **options.bounds,
+        )
+    return _candidate_failure(kernel, run, options) or run
+
+
+def _with_check(result: ValidationResult, checks: list[JudgeCheck], name: str) -> ValidationResult:
+    """``result`` (a failure) with the checks that passed and ``name``, which failed with its reason."""
+    done = [*checks, JudgeCheck(name=name, outcome="failed", detail=result.reason)]  # type: ignore[arg-type]
+    return result.model_copy(update={"checks": done})
+
+
+def _isolated(
+    reference: Reference,
+    candidate: Sequence[str],
+    *,
+    cwd: str | Path | None,
+    options: ValidationOptions,
+    output_dir: Path | None,
+) -> tuple[CaptureRun | ValidationResult, Comparison | None]:
+    """The candidate captured with each launch's inputs restored from the reference's first run, and its
+    launches compared with the reference's."""
+    with tempfile.TemporaryDirectory(prefix="accordo-restore-") as scratch:
+        restore = write_restore(reference.captures[0], Path(scratch) / "inputs")
+        run = _capture_candidate(
+            reference, candidate, cwd=cwd, options=options, output_dir=output_dir, restore=restore
+        )
+    if isinstance(run, ValidationResult):
+        return run, None
+    assert run.capture is not None
+    return run, compare_captures(list(reference.captures), run.capture, **_compare_settings(options))
+
+
 def check_candidate(
     reference: Reference,
     candidate: Sequence[str],
@@ -319,61 +393,51 @@ def check_candidate(
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
     keep_captures: str | Path | None = None,
+    workdir: str | Path | None = None,
 ) -> ValidationResult:
     """Capture the candidate end to end, and again with each launch's inputs restored from the reference's
     first run, and compare both with the reference's captures; then, if it passed, under each of the
-    reference's probes (no timing). The first check that fails decides."""
+    reference's probes, its launch pattern against the reference's, and its kernel replayed alone on the
+    captured inputs (no timing). The first check that fails decides. ``workdir`` keeps the two captures a
+    replay timing needs (``REFERENCE_FILE``, ``CANDIDATE_FILE``: ``judge_timing``)."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
     kernel = reference.kernel
     checks: list[JudgeCheck] = []
 
-    def capture(name: str, what: str, restore: Path | None) -> CaptureRun | ValidationResult:
-        say(what)
-        try:
-            run = run_capture(
-                candidate,
-                cwd=cwd,
-                output_dir=_output_dir(keep_captures, name),
-                restore=restore,
-                **_capture_settings(kernel, reference.env, options, reference.library),
-            )
-        except KernelNotFoundError:
-            return ValidationResult(
-                kernel=kernel,
-                passed=False,
-                failure="no_launch",
-                reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
-                **options.bounds,
-            )
-        return _candidate_failure(kernel, run, options) or run
-
-    def failed(check: str, result: ValidationResult) -> ValidationResult:
-        done = [*checks, JudgeCheck(name=check, outcome="failed", detail=result.reason)]  # type: ignore[arg-type]
-        return result.model_copy(update={"checks": done})
-
-    with tempfile.TemporaryDirectory(prefix="accordo-restore-") as scratch:
-        end_to_end = capture("candidate", "capturing the candidate", None)
-        if isinstance(end_to_end, ValidationResult):
-            return failed("end_to_end", end_to_end)
-        restore = write_restore(reference.captures[0], Path(scratch) / "inputs")
-        isolated = capture(
-            "candidate-isolated",
-            "capturing the candidate on the reference's inputs, launch by launch",
-            restore,
-        )
-        if isinstance(isolated, ValidationResult):
-            return failed("isolated", isolated)
+    say("capturing the candidate")
+    end_to_end = _capture_candidate(
+        reference,
+        candidate,
+        cwd=cwd,
+        options=options,
+        output_dir=_output_dir(keep_captures, "candidate"),
+        restore=None,
+    )
+    if isinstance(end_to_end, ValidationResult):
+        return _with_check(end_to_end, checks, "end_to_end")
+    say("capturing the candidate on the reference's inputs, launch by launch")
+    isolated, by_launch = _isolated(
+        reference,
+        candidate,
+        cwd=cwd,
+        options=options,
+        output_dir=_output_dir(keep_captures, "candidate-isolated"),
+    )
+    if isinstance(isolated, ValidationResult) or by_launch is None:
+        assert isinstance(isolated, ValidationResult)
+        return _with_check(isolated, checks, "isolated")
 
     say("comparing buffers")
     references = list(reference.captures)
     assert isolated.capture is not None and end_to_end.capture is not None
-    by_launch = compare_captures(references, isolated.capture, **_compare_settings(options))
     whole = compare_end_to_end(references, end_to_end.capture, **_compare_settings(options))
     comparison = combine(by_launch, whole)
     result = _result(kernel, comparison, len(reference.captures), options)
     if not comparison.passed:
-        return failed("isolated" if comparison.reason == by_launch.reason else "end_to_end", result)
+        return _with_check(
+            result, checks, "isolated" if comparison.reason == by_launch.reason else "end_to_end"
+        )
     checks += [JudgeCheck(name="end_to_end", outcome="passed"), JudgeCheck(name="isolated", outcome="passed")]
 
     for probe in reference.probes:
@@ -383,16 +447,80 @@ def check_candidate(
             continue
         with tempfile.TemporaryDirectory(prefix="accordo-probe-") as scratch:
             folder = write_restore(probe.captures[0], Path(scratch) / "inputs")
-            run = capture(f"candidate-{name}", f"capturing the candidate {probe.probe.what}", folder)
+            say(f"capturing the candidate {probe.probe.what}")
+            run = _capture_candidate(
+                reference, candidate, cwd=cwd, options=options, output_dir=None, restore=folder
+            )
         if isinstance(run, ValidationResult):
-            return failed(name, _probe_result(run, probe.probe))
+            return _with_check(_probe_result(run, probe.probe), checks, name)
         assert run.capture is not None
         probed = compare_captures(list(probe.captures), run.capture, **_compare_settings(options))
         if not probed.passed:
             verdict = _result(kernel, probed, len(reference.captures), options)
-            return failed(name, _probe_result(verdict, probe.probe))
+            return _with_check(_probe_result(verdict, probe.probe), checks, name)
         checks.append(JudgeCheck(name=name, outcome="passed"))
+
+    pattern = launch_pattern_problem(reference.captures[0], end_to_end.capture)
+    if pattern is not None:
+        failed = ValidationResult(
+            kernel=kernel, passed=False, failure="launch_pattern", reason=pattern, **options.bounds
+        )
+        return _with_check(failed, checks, "launch_pattern")
+    checks.append(JudgeCheck(name="launch_pattern", outcome="passed"))
+
+    if options.replay:
+        with tempfile.TemporaryDirectory(prefix="accordo-replay-") as own:
+            work = Path(workdir) if workdir is not None else Path(own)
+            replayed = _replay_check(reference, isolated.capture, work, options, say)
+        if isinstance(replayed, ValidationResult):
+            return _with_check(replayed, checks, "replay")
+        checks.append(replayed)
     return result.model_copy(update={"checks": checks})
+
+
+def _replay_check(
+    reference: Reference,
+    isolated: Capture,
+    work: Path,
+    options: ValidationOptions,
+    say: Callable[[str], None],
+) -> JudgeCheck | ValidationResult:
+    """The candidate's kernel replayed alone on the reference's inputs must write the reference's outputs:
+    a failed verdict if it does not, the check (passed, or skipped with why) otherwise. Skipped when the
+    reference's own kernel, replayed, does not reproduce its capture (it reads memory no parameter reaches,
+    such as a module variable the program set)."""
+    say("replaying the reference's and the candidate's kernels alone on the captured inputs")
+    work.mkdir(parents=True, exist_ok=True)
+    first = reference.captures[0]
+    ref_file = write_capture(first, work / REFERENCE_FILE)
+    cand_file = write_capture(isolated, work / CANDIDATE_FILE)
+    own = replay_capture(ref_file, work / "reference-replayed.bin", timeout_s=options.timeout_s)
+    if isinstance(own, ReplayFailure):
+        return JudgeCheck(name="replay", outcome="skipped", detail=f"the reference's kernel: {own.message}")
+    reproduced = compare_captures([first], own, **_compare_settings(options))
+    if not reproduced.passed:
+        detail = (
+            f"replayed alone, the reference's kernel does not reproduce its own capture: {reproduced.reason}"
+        )
+        return JudgeCheck(name="replay", outcome="skipped", detail=detail)
+    replayed = replay_capture(cand_file, work / "candidate-replayed.bin", timeout_s=options.timeout_s)
+    if isinstance(replayed, ReplayFailure):
+        if replayed.kind == "problem":
+            return JudgeCheck(
+                name="replay", outcome="skipped", detail=f"the candidate's kernel: {replayed.message}"
+            )
+        reason = (
+            f"replayed alone on the reference's inputs, the candidate's kernel failed: {replayed.message}"
+        )
+        return ValidationResult(
+            kernel=reference.kernel, passed=False, failure="crash", reason=reason, **options.bounds
+        )
+    compared = compare_captures(list(reference.captures), replayed, **_compare_settings(options))
+    if not compared.passed:
+        verdict = _result(reference.kernel, compared, len(reference.captures), options)
+        reason = f"replayed alone on the reference's inputs, the candidate's kernel: {compared.reason}"
+        return verdict.model_copy(update={"reason": reason})
+    return JudgeCheck(name="replay", outcome="passed")
 
 
 def _compare_settings(options: ValidationOptions) -> dict[str, object]:
@@ -456,6 +584,87 @@ def time_candidate(
     )
 
 
+def judge_timing(
+    reference: Reference,
+    candidate: Sequence[str],
+    checked: ValidationResult,
+    *,
+    cwd: str | Path | None = None,
+    options: ValidationOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    workdir: str | Path | None = None,
+    reproducer_dir: str | Path | None = None,
+) -> ValidationResult:
+    """Time a candidate that ``check_candidate`` passed, in the application (``time_candidate``) and, when
+    its kernel was replayed (``workdir`` from that check), alone on one captured launch; the two speedups
+    must agree within ``AGREEMENT`` (``timing_agreement``). Then judge each launch once more
+    (``revalidated``): a program that behaves differently once it has been timed fails there. With
+    ``reproducer_dir`` the replayed launch is saved there as a reproducer (``intelliperf replay``)."""
+    options = options or ValidationOptions()
+    say = progress or (lambda _message: None)
+    speedup = time_candidate(reference, candidate, cwd=cwd, options=options, progress=say)
+    result = checked.model_copy(update={"speedup": speedup})
+    checks = list(checked.checks)
+    replayed = any(c.name == "replay" and c.outcome == "passed" for c in checks) and workdir is not None
+    if not replayed:
+        checks.append(
+            JudgeCheck(name="timing_agreement", outcome="skipped", detail="the kernels were not replayed")
+        )
+    else:
+        work = Path(str(workdir))
+        say("timing both kernels alone: one captured launch replayed, with and without L2 flushed")
+        timed = replay_speedups(
+            work / REFERENCE_FILE,
+            work / CANDIDATE_FILE,
+            timeout_s=options.timeout_s,
+            seconds=options.replay_seconds,
+        )
+        if isinstance(timed, ReplayFailure):
+            checks.append(JudgeCheck(name="timing_agreement", outcome="skipped", detail=timed.message))
+        else:
+            result = result.model_copy(
+                update={"isolated_speedup": timed.cold, "isolated_speedup_warm": timed.warm}
+            )
+            if speedups_disagree(speedup.median, timed.cold.median, timed.warm.median):
+                reason = (
+                    f"in the application the candidate is {speedup.median:.2f}x as fast as the reference, "
+                    f"its kernel alone on the captured launch {timed.cold.median:.2f}x with L2 flushed and "
+                    f"{timed.warm.median:.2f}x with L2 warm: more than 2x from both, so the program does "
+                    "something when it is timed that its kernel does not explain"
+                )
+                failed = result.model_copy(
+                    update={"passed": False, "failure": "timing_disagreement", "reason": reason}
+                )
+                return _with_check(failed, checks, "timing_agreement")
+            checks.append(JudgeCheck(name="timing_agreement", outcome="passed"))
+            if reproducer_dir is not None:
+                folder = save_reproducer(
+                    Path(reproducer_dir),
+                    work / REFERENCE_FILE,
+                    work / CANDIDATE_FILE,
+                    kernel=reference.kernel,
+                    launch=timed.launch,
+                    settings=_compare_settings(options),
+                    outputs=written_params(reference.captures),
+                )
+                result = result.model_copy(update={"reproducer": str(folder)})
+    if options.revalidate:
+        say("judging each launch once more, after timing")
+        again, comparison = _isolated(reference, candidate, cwd=cwd, options=options, output_dir=None)
+        if isinstance(again, ValidationResult):
+            return _with_check(_after_timing(again), checks, "revalidated")
+        assert comparison is not None
+        if not comparison.passed:
+            verdict = _result(reference.kernel, comparison, len(reference.captures), options)
+            return _with_check(_after_timing(verdict), checks, "revalidated")
+        checks.append(JudgeCheck(name="revalidated", outcome="passed"))
+    return result.model_copy(update={"checks": checks})
+
+
+def _after_timing(result: ValidationResult) -> ValidationResult:
+    return result.model_copy(update={"reason": f"judged again after timing: {result.reason}"})
+
+
 def validate(
     kernel: str,
     reference: Sequence[str],
@@ -469,12 +678,14 @@ def validate(
     progress: Callable[[str], None] | None = None,
     keep_captures: str | Path | None = None,
     library: str | Path | None = None,
+    reproducer_dir: str | Path | None = None,
 ) -> ValidationResult:
     """Validate ``candidate`` against ``reference`` for the launches of ``kernel`` (a name, a mangled
     name or a regex; see ``accordo.signature.kernel_pattern``), then time both if it is correct.
 
     ``cwd`` is the working directory of both commands unless ``reference_cwd``/``candidate_cwd`` say
-    otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there.
+    otherwise. ``keep_captures`` keeps the capture files (``reference-<i>/``, ``candidate/``) there;
+    ``reproducer_dir``, a reproducer of the timed launch (``judge_timing``).
     """
     options = options or ValidationOptions()
     ref = capture_reference(
@@ -488,10 +699,25 @@ def validate(
         library=library,
     )
     cand_cwd = candidate_cwd if candidate_cwd is not None else cwd
-    result = check_candidate(
-        ref, candidate, cwd=cand_cwd, options=options, progress=progress, keep_captures=keep_captures
-    )
-    if not result.passed or not options.measure:
-        return result
-    speedup = time_candidate(ref, candidate, cwd=cand_cwd, options=options, progress=progress)
-    return result.model_copy(update={"speedup": speedup})
+    with tempfile.TemporaryDirectory(prefix="accordo-judge-") as work:
+        result = check_candidate(
+            ref,
+            candidate,
+            cwd=cand_cwd,
+            options=options,
+            progress=progress,
+            keep_captures=keep_captures,
+            workdir=work,
+        )
+        if not result.passed or not options.measure:
+            return result
+        return judge_timing(
+            ref,
+            candidate,
+            result,
+            cwd=cand_cwd,
+            options=options,
+            progress=progress,
+            workdir=work,
+            reproducer_dir=reproducer_dir,
+        )

@@ -104,6 +104,8 @@ DIAGNOSIS = (
 # the fixed examples judged against their originals (three shards: tests/support/fixed_examples.py)
 FIXED_EXAMPLES = (*ACCORDO, *EXAMPLES, "tests/support/fixed_examples.py")
 
+LOOP_RUN = "tests/support/loop_run.py"  # `intelliperf run` with a scripted model
+
 PARTS: tuple[Part, ...] = (
     Part(
         "validate",
@@ -157,12 +159,30 @@ PARTS: tuple[Part, ...] = (
         ("tests/test_gpu_worker.py", "tests/worker/test_gpu_and_source.py"),
         (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "worker/gpu.py", "benchmarks/loop_scenarios.py"),
     ),
-    Part(
-        "loop",
-        ("tests/test_gpu_loop.py",),
-        (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "benchmarks/loop_scenarios.py"),
+    *(
+        Part(
+            name,
+            (test,),
+            (*ACCORDO, *GPU_BACKEND, *ENGINE, *EXAMPLES, "benchmarks/loop_scenarios.py", LOOP_RUN),
+        )
+        for name, test in (
+            ("loop", "tests/test_gpu_loop.py"),
+            ("loop_unittest", "tests/test_gpu_loop_unittest.py"),
+        )
     ),
     Part("repeat", ("tests/accordo/test_gpu_repeat.py",), (*ACCORDO, *ENGINE, "examples/accordo_repeat/*")),
+    Part(
+        "replay",
+        ("tests/accordo/test_gpu_replay.py",),
+        (
+            *ACCORDO,
+            *GPU_BACKEND,
+            "examples/accordo_repeat/*",
+            "intelliperf/cli.py",
+            "intelliperf/console.py",
+            "intelliperf/summary.py",
+        ),
+    ),
     Part(
         "tracking",
         ("tests/test_gpu_tracking.py",),

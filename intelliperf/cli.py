@@ -206,6 +206,13 @@ def run(
     kernel: Kernel = None,
     replay: Replay = None,
     compare_file: CompareFile = None,
+    reproducer_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--reproducer_dir",
+            help="Save the best rewrite's reproducer here (run it with intelliperf replay)",
+        ),
+    ] = None,
     gpu_vendor: Annotated[
         str | None,
         typer.Option(
@@ -243,7 +250,9 @@ def run(
         from intelliperf.engine.entry import run_spec
 
         progress = ConsoleProgress(stderr)
-        report = run_spec(spec, project_directory, progress=progress, replay=replay)
+        report = run_spec(
+            spec, project_directory, progress=progress, replay=replay, reproducer_dir=reproducer_dir
+        )
         progress.close()
         render_report(report, stdout)
         if output_file is not None:
@@ -496,6 +505,13 @@ def validate(
     output_file: Annotated[
         Path | None, typer.Option("-o", "--output_file", help="Write the JSON result here")
     ] = None,
+    reproducer: Annotated[
+        Path | None,
+        typer.Option(
+            "--reproducer",
+            help="Save the timed launch with both kernels here (run it with intelliperf replay)",
+        ),
+    ] = None,
 ) -> None:
     import shlex
 
@@ -535,6 +551,7 @@ def validate(
             options=options,
             progress=lambda message: stderr.print(f"… {message}", highlight=False),
             library=_build_native_library(),
+            reproducer_dir=reproducer,
         )
     except IntelliPerfError as error:
         raise _fail(error) from None
@@ -546,6 +563,51 @@ def validate(
         stderr.print(f"result written to {output_file}", highlight=False)
     if not result.passed:
         raise typer.Exit(code=1)
+
+
+REPLAY_HELP = """Check and time a reproducer with no application: the candidate's kernel is replayed on the
+captured launch's inputs and its outputs compared with the reference's, then both kernels are timed on
+that launch. A pull request from IntelliPerf links one; `intelliperf validate --reproducer DIR` saves one.
+Exit code 0: the candidate's outputs match; 1: they do not.
+
+Example: intelliperf replay ./reproducer
+"""
+
+
+@app.command(help=REPLAY_HELP)
+def replay(
+    folder: Annotated[
+        Path, typer.Argument(help="The reproducer's folder (reproducer.json and two captures)")
+    ],
+    seconds: Annotated[float, typer.Option("--seconds", min=0.1, help="Length of the timing loop")] = 2.0,
+) -> None:
+    from accordo.reproducer import check_reproducer
+    from intelliperf.console import render_isolated_speedups
+    from intelliperf.gpu.device import query_device
+
+    try:
+        if not folder.is_dir():
+            raise SpecError(f"{folder} is not a folder")
+        query_device(vendor="nvidia")
+        stderr.print(
+            "… replaying the candidate's kernel on the captured inputs, then timing both", highlight=False
+        )
+        result = check_reproducer(folder, seconds=seconds)
+    except IntelliPerfError as error:
+        raise _fail(error) from None
+    where = f"{result.kernel}, launch {result.launch + 1}"
+    if not result.passed:
+        stdout.print(
+            f"[bold red]FAIL[/bold red] {escape(where)}: {escape(result.reason or '')}", highlight=False
+        )
+        raise typer.Exit(code=1)
+    stdout.print(
+        f"[bold green]PASS[/bold green] {escape(where)}: the candidate's kernel writes the reference's "
+        "outputs"
+    )
+    render_isolated_speedups(result.cold, result.warm, stdout)
+    if result.timing_problem is not None:
+        stdout.print(f"not timed: {escape(result.timing_problem)}", highlight=False)
 
 
 def _build_native_library() -> Path:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from intelliperf.contract import Diagnosis, IntraKernelProfile, Report
-from intelliperf.contract.report import Attempt, ValidationResult
+from intelliperf.contract.report import Attempt, Speedup, ValidationResult
 from intelliperf.summary import bounds_text
 
 __all__ = ["ConsoleProgress", "attempts_table", "kernel_table", "render_report", "render_validation"]
@@ -245,3 +245,20 @@ def render_validation(result: ValidationResult, console: Console) -> None:
         )
         if speedup.flagged_for_review:
             console.print("[bold yellow]over 10x faster: a human should review this result[/bold yellow]")
+    render_isolated_speedups(result.isolated_speedup, result.isolated_speedup_warm, console)
+    if result.reproducer is not None:
+        console.print(
+            f"reproducer: {escape(result.reproducer)} (intelliperf replay {escape(result.reproducer)})"
+        )
+
+
+def render_isolated_speedups(cold: Speedup | None, warm: Speedup | None, console: Console) -> None:
+    """The replay timer's speedups: the kernels alone on one captured launch."""
+    for label, speedup in (("L2 flushed", cold), ("L2 warm", warm)):
+        if speedup is not None:
+            console.print(
+                f"kernel alone ({label}): [bold]{speedup.median:.3f}x[/bold] (95% interval "
+                f"{speedup.low:.3f} to {speedup.high:.3f}, {speedup.runs} launches each); "
+                f"{speedup.reference_ns / 1e3:,.2f} µs → {speedup.candidate_ns / 1e3:,.2f} µs per launch",
+                highlight=False,
+            )

@@ -252,7 +252,20 @@ def _regions(report: Report) -> str | None:
     )
 
 
-def _speedup(speedup: Speedup) -> str:
+def _isolated_rows(validation: ValidationResult | None) -> list[list[str]]:
+    """The replay timer's speedups (the kernels alone on one captured launch), as table rows."""
+    rows = []
+    if validation is not None:
+        for label, speedup in (
+            ("Kernel alone, L2 flushed (replayed launch)", validation.isolated_speedup),
+            ("Kernel alone, L2 warm (replayed launch)", validation.isolated_speedup_warm),
+        ):
+            if speedup is not None:
+                rows.append([label, f"{speedup.median:.2f}x ({speedup.low:.2f}x to {speedup.high:.2f}x)"])
+    return rows
+
+
+def _speedup(speedup: Speedup, validation: ValidationResult | None = None) -> str:
     kernel_time = f"{_ns(speedup.reference_ns)} → {_ns(speedup.candidate_ns)}"
     rows = [
         ["Speedup (median)", f"**{speedup.median:.2f}x**"],
@@ -264,6 +277,7 @@ def _speedup(speedup: Speedup) -> str:
     if speedup.reference_wall_s is not None and speedup.candidate_wall_s is not None:
         wall = f"{_ns(speedup.reference_wall_s * 1e9)} → {_ns(speedup.candidate_wall_s * 1e9)}"
         rows.append(["Application wall time (reference → candidate)", wall])
+    rows += _isolated_rows(validation)
     parts = ["### Speedup", _table(["measure", "value"], rows)]
     if speedup.method:
         parts.append(f"<sub>{_plain(' '.join(speedup.method.split()))}</sub>")
@@ -352,6 +366,10 @@ CHECK_TITLES = {
     "isolated": "each launch on the reference's own inputs",
     "prefilled_nan": "outputs filled with NaN before every launch",
     "fresh_inputs": "fresh inputs, outputs filled with random bytes",
+    "launch_pattern": "streams, CUDA graphs and persisting-L2 limit as the reference's",
+    "replay": "the kernel replayed alone on the captured inputs",
+    "timing_agreement": "in-application speedup within 2x of a replayed one",
+    "revalidated": "each launch judged again after timing",
 }
 
 
@@ -430,8 +448,11 @@ def render_summary(report: Report) -> str:
         _regions(report),
     ]
     if report.best is not None:
-        sections += [_speedup(report.best.speedup), _metric(report.best)]
         attempt = _best_attempt(report)
+        sections += [
+            _speedup(report.best.speedup, attempt.validation if attempt else None),
+            _metric(report.best),
+        ]
         if attempt is not None and attempt.validation is not None:
             sections.append(_validation(attempt.validation))
     if report.attempts:

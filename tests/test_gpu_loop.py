@@ -1,40 +1,22 @@
 """The optimization loop end to end on the GPU: `intelliperf run` as a user runs it, its model a scripted
 server on 127.0.0.1 that answers garbage, then an edit that does not compile, then a wrong one, then the
-fix. Every verdict comes from a real build, Accordo on the GPU and Nsight Compute."""
+fix. Every verdict comes from a real build, Accordo on the GPU and Nsight Compute. (A rewrite judged by the
+project's own tests: tests/test_gpu_loop_unittest.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, feedback_script, fixed_source, known_fix
 from intelliperf.contract import Report
+from tests.support.loop_run import KEY, ROOT, run_scripted
 from tests.support.scripted_llm import ScriptedLLM
 
-ROOT = Path(__file__).resolve().parents[1]
-KEY = "sk-scripted-gpu-test"
-
-PYTHONPATH = os.environ.get("PYTHONPATH", "")
-
 pytestmark = pytest.mark.gpu
-
-
-def run_scripted(server: ScriptedLLM, *args: str) -> subprocess.CompletedProcess[str]:
-    """`intelliperf run` with the scripted model at ``server`` and the given options and command."""
-    return subprocess.run(
-        [sys.executable, "-m", "intelliperf", "run", "-m", "scripted", "--api_base", server.api_base, *args],
-        cwd=ROOT,
-        env={**os.environ, "LLM_GATEWAY_KEY": KEY, "PYTHONPATH": f"{ROOT}{os.pathsep}{PYTHONPATH}"},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def test_feedback_reaches_the_model_and_the_fix_is_written_back(tmp_path: Path) -> None:
@@ -65,8 +47,18 @@ def test_feedback_reaches_the_model_and_the_fix_is_written_back(tmp_path: Path) 
     assert best.metric_before > 1e6 and best.metric_after < 0.05 * best.metric_before
     assert report.diff and "+    __shared__ float tile[kTile][kTile + 1];" in report.diff
     assert (project / source).read_text() == fixed
+    validation = report.attempts[3].validation
+    assert validation is not None and validation.isolated_speedup is not None
+    assert validation.isolated_speedup.median > 1.5  # the kernels alone, one captured launch replayed
+    assert [c.name for c in validation.checks if c.outcome == "passed"][-4:] == [
+        "launch_pattern",
+        "replay",
+        "timing_agreement",
+        "revalidated",
+    ]
     summary = (tmp_path / "summary.md").read_text()
     assert f"{best.speedup.median:.2f}x" in summary and "```diff" in summary
+    assert "Kernel alone, L2 flushed" in summary
     assert "attempt 1/6" in done.stderr and "attempt 4/6" in done.stderr
 
 
@@ -95,34 +87,3 @@ def test_a_pytorch_model_gets_its_triton_kernel_rewritten_without_a_build(tmp_pa
     assert "build" not in attempt.seconds
     assert report.best is not None and report.best.speedup.low > 1.5
     assert report.best.files == [source] and (project / source).read_text() != fixed  # not in place
-
-
-def test_a_layout_change_is_judged_by_the_projects_tests(tmp_path: Path) -> None:
-    """aos_field's real fix changes the data layout (host code and the kernel's input): Accordo rightly calls
-    it an input mismatch; with --unittest_command the example's own test (check.sh) judges it, and the
-    speedup is the application's kernel time."""
-    project = tmp_path / "aos_field"
-    shutil.copytree(ROOT / "examples" / "aos_field", project, ignore=shutil.ignore_patterns("bin"))
-    reports = {}
-    for judge, extra in (("accordo", []), ("unittest", ["--unittest_command", "./check.sh"])):
-        out = tmp_path / f"{judge}.json"
-        with ScriptedLLM([known_fix("aos_field")], key=KEY) as server:
-            done = run_scripted(
-                server,
-                "-f", "memoryAccess", "-b", "make", "-p", str(project), "--num_attempts", "1", *extra,
-                "-o", str(out), "--summary_file", str(tmp_path / f"{judge}.md"),
-                "--", "./bin/aos_field", "20",
-            )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        reports[judge] = Report.model_validate(json.loads(out.read_text()))
-    by_accordo = reports["accordo"].attempts[0]
-    assert by_accordo.status == "invalid" and by_accordo.validation is not None
-    assert by_accordo.validation.failure == "input_mismatch" and by_accordo.validation.judge == "accordo"
-    by_tests = reports["unittest"]
-    attempt = by_tests.attempts[0]
-    assert attempt.status == "success", attempt.reason
-    assert attempt.validation is not None and attempt.validation.judge == "unittest"
-    assert by_tests.optimization is not None and by_tests.optimization.judge == "unittest"
-    assert by_tests.best is not None and by_tests.best.speedup.low > 1.5
-    assert by_tests.best.metric_after < 0.5 * by_tests.best.metric_before
-    assert "Judged by the project's own tests" in (tmp_path / "unittest.md").read_text()

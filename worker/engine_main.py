@@ -40,7 +40,9 @@ def run(spec: JobSpec, project: Path, out: Path) -> int:
     from intelliperf.summary import render_summary
 
     replay = project / spec.replay if spec.replay else None
-    report = run_spec(spec, project, progress=JsonLinesProgress(), replay=replay)
+    report = run_spec(
+        spec, project, progress=JsonLinesProgress(), replay=replay, reproducer_dir=out / "reproducer"
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2))
     (out / "summary.md").write_text(render_summary(report))

@@ -19,6 +19,11 @@ commit the job names, which is also the new commit's parent, so the diff applies
 A job that names only a branch (no commit) is resolved when the pull request is written: if the branch
 moved since the job ran and the diff no longer applies, the error says so.
 
+With the job's reproducer (accordo.reproducer: the captured launch, both kernels, reproducer.json), a second
+branch ``<branch>-reproducer`` gets one more commit on top of the rewrite adding those files under
+``.intelliperf/reproducer/``, and the body says how to run it (``intelliperf replay``). A reproducer over
+``REPRODUCER_LIMIT`` bytes is not pushed; the body says so.
+
 Any failure raises `PullRequestError`, whose message says what was being done and what GitHub answered,
 and never holds the token.
 """
@@ -29,6 +34,7 @@ import base64
 import posixpath
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intelliperf.contract import JobSpec
@@ -56,6 +62,9 @@ __all__ = [
 DEFAULT_API_URL = "https://api.github.com"
 MAX_KERNEL_CHARS = 60
 MAX_RATE_LIMIT_WAIT_S = 300
+REPRODUCER_LIMIT = 25 << 20  # bytes of reproducer files pushed with a pull request
+REPRODUCER_FILES = ("reference.bin", "candidate.bin", "reproducer.json")
+REPRODUCER_PATH = ".intelliperf/reproducer"
 PR_BODY_LIMIT = 65_000
 """GitHub refuses bodies over 65,536 characters; render_summary already cuts long diffs."""
 
@@ -403,18 +412,18 @@ class _Writer:
         return content.decoded_content.decode("utf-8", errors="surrogateescape")
 
     def commit(
-        self, base_sha: str, base_tree: str, changes: dict[str, tuple[str, str | None]], message: str
+        self, base_sha: str, base_tree: str, changes: dict[str, tuple[str, str | bytes | None]], message: str
     ) -> str:
         from github import InputGitTreeElement
 
         self.doing = "writing the commit"
         elements = []
-        for path, (mode, text) in sorted(changes.items()):
-            if text is None:
+        for path, (mode, content) in sorted(changes.items()):
+            if content is None:
                 elements.append(InputGitTreeElement(path, mode, "blob", sha=None))
                 continue
-            data = base64.b64encode(text.encode("utf-8", errors="surrogateescape")).decode()
-            blob = self.repo.create_git_blob(data, "base64")
+            raw = content if isinstance(content, bytes) else content.encode("utf-8", errors="surrogateescape")
+            blob = self.repo.create_git_blob(base64.b64encode(raw).decode(), "base64")
             elements.append(InputGitTreeElement(path, mode, "blob", sha=blob.sha))
         tree = self.repo.create_git_tree(elements, base_tree=self.repo.get_git_tree(base_tree))
         parent = self.repo.get_git_commit(base_sha)
@@ -444,15 +453,49 @@ class _Writer:
             self.repo.get_git_ref(f"heads/{branch}").edit(sha, force=True)
 
 
-def open_pull_request(report: Report, spec: JobSpec, job_id: str, target: GitHubTarget) -> PullRequestResult:
-    """Open a pull request with the report's best rewrite, or update this kernel's open one."""
+def _reproducer_files(folder: Path | None) -> tuple[dict[str, bytes], str | None]:
+    """The reproducer's files to push, or none with why (None: there is no reproducer)."""
+    if folder is None or not folder.is_dir():
+        return {}, None
+    paths = [folder / name for name in REPRODUCER_FILES]
+    if not all(p.is_file() and not p.is_symlink() for p in paths):
+        return {}, None
+    size = sum(p.stat().st_size for p in paths)
+    if size > REPRODUCER_LIMIT:
+        return {}, (
+            f"the reproducer ({size / 2**20:.1f} MiB) is over the {REPRODUCER_LIMIT >> 20} MiB a pull "
+            "request carries; it stays with the job's outputs"
+        )
+    return {p.name: p.read_bytes() for p in paths}, None
+
+
+def reproducer_section(html_url: str | None, branch: str | None, skipped: str | None) -> str:
+    """The body's paragraph about the reproducer: where it is and the command that runs it."""
+    if branch is None:
+        return f"### Reproducer\n\nNot attached: {skipped}." if skipped else ""
+    where = f"[`{branch}`]({html_url}/tree/{branch}/{REPRODUCER_PATH})" if html_url else f"`{branch}`"
+    return (
+        "### Reproducer\n\n"
+        f"The timed launch, captured with both kernels, is on the branch {where}. Check and time it with no "
+        "application on any NVIDIA GPU of the same architecture:\n\n"
+        f"```\ngit fetch origin {branch} && git checkout FETCH_HEAD -- {REPRODUCER_PATH}\n"
+        f"intelliperf replay {REPRODUCER_PATH}\n```"
+    )
+
+
+def open_pull_request(
+    report: Report, spec: JobSpec, job_id: str, target: GitHubTarget, reproducer: Path | None = None
+) -> PullRequestResult:
+    """Open a pull request with the report's best rewrite, or update this kernel's open one; with the job's
+    ``reproducer`` folder, push it on a branch of its own and say so in the body."""
     if report.best is None or not report.diff:
         raise PullRequestError("the report has no validated rewrite (best result and diff) to propose")
     if spec.repository is None:
         raise PullRequestError("the job names no repository to open the pull request in")
     title = _redact(pull_request_title(report), target.token)
     note = f"{spec.pull_request.note}\n\n" if spec.pull_request.note else ""
-    body = _redact(note + render_summary(report), target.token)[:PR_BODY_LIMIT]
+    summary = _redact(note + render_summary(report), target.token)
+    files, skipped = _reproducer_files(reproducer)
     prefix = branch_prefix(report)
     branch = f"{prefix}{_ref_component(job_id[:8], 'job')}"
     full_name = repository_name(spec.repository.url)
@@ -481,6 +524,19 @@ def open_pull_request(report: Report, spec: JobSpec, job_id: str, target: GitHub
         commit_sha = writer.commit(base_sha, base_tree, changes, message)
 
         existing = writer.open_pull(prefix)
+        head = existing.head.ref if existing is not None else branch
+        pushed = None
+        if files:
+            pushed = f"{head}-reproducer"
+            added = {f"{REPRODUCER_PATH}/{name}": ("100644", data) for name, data in files.items()}
+            tree = repo.get_git_commit(commit_sha).tree.sha
+            with_files = writer.commit(
+                commit_sha, tree, added, f"IntelliPerf reproducer\n\nIntelliPerf-Job: {job_id}\n"
+            )
+            writer.move_branch(pushed, with_files)
+        section = reproducer_section(getattr(repo, "html_url", None), pushed, skipped)
+        tail = "\n\n" + section if section else ""
+        body = summary[: PR_BODY_LIMIT - len(tail)] + tail
         if existing is not None:
             writer.doing = f"moving the branch {existing.head.ref}"
             repo.get_git_ref(f"heads/{existing.head.ref}").edit(commit_sha, force=True)

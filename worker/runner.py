@@ -159,7 +159,8 @@ class JobRunner:
         status, outcome, error = classify(result)
         report, pr_url = result.report, None
         if status == "succeeded" and report is not None:
-            report, pr_url = self._pull_request(job.id, spec, report, github_token)
+            reproducer = scratch / "out" / "reproducer"
+            report, pr_url = self._pull_request(job.id, spec, report, github_token, reproducer)
         self._finish(
             job.id,
             status=status,
@@ -177,7 +178,7 @@ class JobRunner:
         self.service.result(job_id, JobResult(run_id=self.heartbeat.run_id, **result))  # type: ignore[arg-type]
 
     def _pull_request(
-        self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None
+        self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None, reproducer: Path
     ) -> tuple[dict[str, object], str | None]:
         """Open or update the job's pull request when it asks for one and has a rewrite to propose.
         A failure here never loses the result: the report gains a warning and the job an event."""
@@ -191,7 +192,7 @@ class JobRunner:
                 raise PullRequestError("no GitHub token: set INTELLIPERF_GITHUB_TOKEN for the worker")
             api_url = self.github_api_url or os.environ.get("INTELLIPERF_GITHUB_API_URL") or DEFAULT_API_URL
             target = GitHubTarget(token, api_url, retries=self.github_retries, throttle=self.github_throttle)
-            opened = open_pull_request(Report.model_validate(report), spec, job_id, target)
+            opened = open_pull_request(Report.model_validate(report), spec, job_id, target, reproducer)
         except Exception as exc:
             reason = str(exc) if isinstance(exc, PullRequestError) else f"{type(exc).__name__}: {exc}"
             if token:

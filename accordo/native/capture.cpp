@@ -14,6 +14,7 @@
 
 #include "activity.h"
 #include "capture_file.h"
+#include "cubin_symbols.h"
 #include "dispatch.h"
 #include "kernel_table.h"
 #include "launch.h"
@@ -75,6 +76,8 @@ struct State {
   std::unique_ptr<SnapshotWriter> snapshots;
   std::unique_ptr<Restorer> restorer;  // ACCORDO_RESTORE: the reference's inputs for each launch
   bool finished = false;
+  uint64_t next_module = 0;
+  std::unordered_map<std::string, uint64_t> module_of;  // kernel -> its latest MODULE record
 
   std::mutex time_mutex;  // guards the timing hand-off from the activity thread
   std::unordered_map<uint32_t, uint64_t> seq_by_correlation;
@@ -166,16 +169,60 @@ bool restore_inputs(uint64_t seq, const std::vector<Snapshot>& snapshots) {
   return true;
 }
 
+// A loaded module that holds a matching kernel is kept in the file (MODULE record), so that a replay can
+// load the code the launches ran.
+void on_module_loaded(const CUpti_ResourceData* data) {
+  const auto* module = static_cast<const CUpti_ModuleResourceData*>(data->resourceDescriptor);
+  if (module == nullptr || module->pCubin == nullptr || module->cubinSize == 0) return;
+  const std::vector<std::string> names = cubin_function_names(module->pCubin, module->cubinSize);
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (g->finished || !g->file.ok()) return;
+  std::vector<std::string> matched;
+  for (const std::string& name : names) {
+    if (g->kernels.entry(name.c_str()).matched) matched.push_back(name);
+  }
+  if (matched.empty()) return;
+  const uint64_t index = g->next_module++;
+  g->file.write_module(index, matched, module->pCubin, module->cubinSize);
+  for (const std::string& name : matched) g->module_of[name] = index;
+  g->file.flush();
+}
+
+LaunchShape launch_shape(const LaunchArgs& args, const std::string& name, bool graph_capture) {
+  LaunchShape shape;
+  for (int i = 0; i < 3; ++i) shape.grid[i] = args.grid[i], shape.block[i] = args.block[i];
+  shape.dynamic_shared = args.dynamic_shared;
+  shape.flags = (graph_capture ? kShapeGraphCapture : 0) | (args.per_thread ? kShapePerThread : 0);
+  shape.stream = reinterpret_cast<uint64_t>(args.stream);
+  size_t persisting = 0;
+  if (drv::ctx_get_limit(&persisting, CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == CUDA_SUCCESS) {
+    shape.persisting_l2 = persisting;
+  }
+  const auto module = g->module_of.find(name);
+  if (module != g->module_of.end()) shape.module = module->second;
+  return shape;
+}
+
 void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   t_pending.active = false;
   LaunchArgs args;
   if (!launch_args(cbid, info->functionParams, args)) return;
   const char* name = launch_kernel_name(info, args);
+  {
+    std::lock_guard<std::mutex> lock(g->mutex);
+    if (g->finished || !g->file.ok() || !g->kernels.entry(name).matched) return;
+  }
+  // A launch being captured into a graph is not loaded: a driver call the capture does not expect could
+  // invalidate the application's graph. Otherwise, outside the lock: a lazily loaded module is loaded
+  // here, so that its MODULE record comes before the LAUNCH.
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult capturing = drv::stream_is_capturing(args.stream, &capture_status, args.per_thread);
+  const bool graph_capture = capturing == CUDA_SUCCESS && capture_status != CU_STREAM_CAPTURE_STATUS_NONE;
+  const std::string unloaded = capturing == CUDA_SUCCESS && !graph_capture ? load_function(args.function) : "";
 
   std::lock_guard<std::mutex> lock(g->mutex);
   if (g->finished || !g->file.ok()) return;
   KernelEntry& kernel = g->kernels.entry(name);
-  if (!kernel.matched) return;
 
   LaunchInfo launch;
   launch.launch_index = kernel.next_index++;
@@ -188,6 +235,7 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   }
 
   std::vector<std::string> problems;
+  if (!unloaded.empty()) problems.push_back(unloaded + " (loading the kernel before the capture)");
   std::vector<std::pair<size_t, size_t>> layout;
   std::string layout_problem;
   if (!param_layout(args.function, layout, layout_problem)) problems.push_back(layout_problem);
@@ -236,13 +284,12 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   }
 
   g->file.write_launch(launch);
+  g->file.write_shape(launch.seq, launch_shape(args, name, graph_capture));
   for (const std::string& problem : problems) g->file.write_error(launch.seq, problem);
 
-  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUresult capturing = drv::stream_is_capturing(args.stream, &capture_status, args.per_thread);
   if (capturing != CUDA_SUCCESS) {
     g->file.write_error(launch.seq, drv::describe("cuStreamIsCapturing", capturing) + "; buffers not captured");
-  } else if (capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+  } else if (graph_capture) {
     g->file.write_error(launch.seq, "the launch is being captured into a CUDA graph; buffers not captured");
   } else {
     const CUresult synced = drv::ctx_synchronize();
@@ -284,7 +331,16 @@ void on_exit(const CUpti_CallbackData* info) {
 
 void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || g == nullptr) return;
+  if (g == nullptr) return;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    try {
+      if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) on_module_loaded(static_cast<const CUpti_ResourceData*>(data));
+    } catch (const std::exception& e) {
+      log_error("a loaded module was not kept: %s", e.what());
+    }
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   try {
     if (info->callbackSite == CUPTI_API_ENTER) {
@@ -328,7 +384,7 @@ bool capture_start(const Config& config) {
   }
 
   CUpti_SubscriberHandle subscriber = nullptr;
-  bool ok = subscribe_launches(on_callback, subscriber);
+  bool ok = subscribe_launches(on_callback, subscriber, {CUPTI_CBID_RESOURCE_MODULE_LOADED});
   if (ok) ok = activity_start(on_kernel_record);
   if (!ok) {
     g->file.write_error(CaptureFile::kNoLaunch, "CUPTI could not be set up; see the process's stderr");

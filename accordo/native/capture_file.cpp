@@ -14,7 +14,7 @@ namespace accordo {
 
 namespace {
 
-enum RecordType : uint32_t { kLaunch = 1, kBuffer = 2, kTime = 3, kError = 4, kEnd = 5, kSame = 6 };
+enum RecordType : uint32_t { kLaunch = 1, kBuffer = 2, kTime = 3, kError = 4, kEnd = 5, kSame = 6, kShape = 7, kModule = 8 };
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T value) {
@@ -151,6 +151,32 @@ void CaptureFile::write_zeros(size_t nbytes) {
     raw(zeros, n);
     nbytes -= n;
   }
+}
+
+void CaptureFile::write_shape(uint64_t seq, const LaunchShape& shape) {
+  std::vector<uint8_t> out;
+  put<uint64_t>(out, seq);
+  for (uint32_t v : shape.grid) put<uint32_t>(out, v);
+  for (uint32_t v : shape.block) put<uint32_t>(out, v);
+  put<uint32_t>(out, shape.dynamic_shared);
+  put<uint32_t>(out, shape.flags);
+  put<uint64_t>(out, shape.stream);
+  put<uint64_t>(out, shape.persisting_l2);
+  put<uint64_t>(out, shape.module);
+  record_header(kShape, out.size());
+  raw(out.data(), out.size());
+}
+
+void CaptureFile::write_module(uint64_t module_index, const std::vector<std::string>& names, const void* image,
+                               size_t nbytes) {
+  std::vector<uint8_t> head;
+  put<uint64_t>(head, module_index);
+  put<uint32_t>(head, static_cast<uint32_t>(names.size()));
+  for (const std::string& name : names) put_string(head, name);
+  put<uint64_t>(head, nbytes);
+  record_header(kModule, head.size() + nbytes);
+  raw(head.data(), head.size());
+  raw(image, nbytes);
 }
 
 void CaptureFile::write_time(uint64_t seq, uint64_t start_ns, uint64_t end_ns) {

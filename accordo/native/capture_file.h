@@ -32,6 +32,19 @@ struct LaunchInfo {
   std::vector<ParamInfo> params;
 };
 
+// How a launch was made (SHAPE record): its dimensions, stream and the module its kernel came from.
+struct LaunchShape {
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t dynamic_shared = 0;
+  uint32_t flags = 0;  // kShapeGraphCapture | kShapePerThread
+  uint64_t stream = 0;
+  uint64_t persisting_l2 = ~uint64_t{0};  // cuCtxGetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE); ~0 unknown
+  uint64_t module = ~uint64_t{0};         // index of the MODULE record holding the kernel; ~0 none
+};
+inline constexpr uint32_t kShapeGraphCapture = 1;  // the stream was being captured into a CUDA graph
+inline constexpr uint32_t kShapePerThread = 2;     // a _ptsz launch (stream 0: the per-thread stream)
+
 // Names a BUFFER or SAME record: the launch, the parameter, the phase (0 before, 1 after the kernel).
 struct RecordRef {
   uint64_t seq = 0;
@@ -73,6 +86,9 @@ class CaptureFile {
   // The `nbytes` written at `offset` (flushes first); nullptr, with `problem` set, when they cannot be
   // mapped (the output is not a regular file, or mmap fails).
   std::unique_ptr<FileBytes> read_back(uint64_t offset, uint64_t nbytes, std::string& problem);
+  void write_shape(uint64_t seq, const LaunchShape& shape);
+  // A MODULE record: a loaded cubin holding the kernels `names` (those ACCORDO_KERNEL matches).
+  void write_module(uint64_t module_index, const std::vector<std::string>& names, const void* image, size_t nbytes);
   void write_time(uint64_t seq, uint64_t start_ns, uint64_t end_ns);
   void write_error(uint64_t seq, const std::string& message);
   void flush();

@@ -137,6 +137,12 @@ bool load_config(Config& config) {
     }
   }
   config.stats = env("ACCORDO_STATS") == "1";
+  const std::string quiesce = env("ACCORDO_QUIESCE");
+  if (quiesce == "1") {
+    config.quiesce = true;
+  } else if (!quiesce.empty() && quiesce != "0") {
+    log_error("ACCORDO_QUIESCE='%s' is neither 0 nor 1; using 0", quiesce.c_str());
+  }
   return true;
 }
 

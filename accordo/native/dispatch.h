@@ -141,6 +141,10 @@ inline CUresult kernel_get_attribute(int* value, CUfunction_attribute attribute,
   ACCORDO_DRIVER_CALL(cuKernelGetAttribute, value, attribute, kernel, device);
 }
 
+inline CUresult ctx_get_limit(size_t* value, CUlimit limit) { ACCORDO_DRIVER_CALL(cuCtxGetLimit, value, limit); }
+
+inline CUresult ctx_reset_persisting_l2_cache() { ACCORDO_DRIVER_CALL(cuCtxResetPersistingL2Cache); }
+
 #undef ACCORDO_DRIVER_CALL
 
 // "<what> failed: CUDA_ERROR_X (description)" for error messages.

@@ -5,28 +5,41 @@
 
 namespace accordo {
 
+namespace {
+
+template <typename P>
+void plain_launch(const P* p, bool per_thread, LaunchArgs& out) {
+  out = {p->f, p->kernelParams, p->extra, p->hStream, per_thread,
+         {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes};
+}
+
+template <typename P>
+void launch_ex(const P* p, bool per_thread, LaunchArgs& out) {
+  out = {p->f, p->kernelParams, p->extra, nullptr, per_thread, {0, 0, 0}, {0, 0, 0}, 0};
+  const CUlaunchConfig* c = p->config;
+  if (c == nullptr) return;
+  out.stream = c->hStream;
+  out.grid[0] = c->gridDimX, out.grid[1] = c->gridDimY, out.grid[2] = c->gridDimZ;
+  out.block[0] = c->blockDimX, out.block[1] = c->blockDimY, out.block[2] = c->blockDimZ;
+  out.dynamic_shared = c->sharedMemBytes;
+}
+
+}  // namespace
+
 bool launch_args(CUpti_CallbackId cbid, const void* params, LaunchArgs& out) {
   switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
-      const auto* p = static_cast<const cuLaunchKernel_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->hStream, false};
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      plain_launch(static_cast<const cuLaunchKernel_params*>(params), false, out);
       return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
-      const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->hStream, true};
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      plain_launch(static_cast<const cuLaunchKernel_ptsz_params*>(params), true, out);
       return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
-      const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, false};
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      launch_ex(static_cast<const cuLaunchKernelEx_params*>(params), false, out);
       return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
-      const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
-      out = {p->f, p->kernelParams, p->extra, p->config != nullptr ? p->config->hStream : nullptr, true};
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      launch_ex(static_cast<const cuLaunchKernelEx_ptsz_params*>(params), true, out);
       return true;
-    }
     default:
       return false;
   }

@@ -17,6 +17,9 @@ struct LaunchArgs {
   void** extra = nullptr;
   CUstream stream = nullptr;
   bool per_thread = false;  // a _ptsz entry point: stream 0 is the per-thread default stream
+  unsigned grid[3] = {0, 0, 0};
+  unsigned block[3] = {0, 0, 0};
+  unsigned dynamic_shared = 0;  // bytes
 };
 
 // cuLaunchKernel, cuLaunchKernelEx and their _ptsz variants.

@@ -36,6 +36,7 @@ struct TimedLaunch {
 struct State {
   JsonlWriter writer;
   bool gated = true;  // false under CUDA_LAUNCH_BLOCKING=1, where a launch returns only once it ran
+  bool quiesce = false;  // ACCORDO_QUIESCE=1
   std::mutex mutex;   // guards everything below
   KernelTable kernels;
   std::deque<TimedLaunch> pending;
@@ -109,6 +110,17 @@ void harvest(bool wait) {
   }
 }
 
+// ACCORDO_QUIESCE: the launch starts on an idle device (work the program queued elsewhere, on another
+// stream, neither overlaps it nor finishes inside it) with no L2 lines kept persisting. Outside the state
+// lock: the synchronization waits for the device. Returns the failure, or "".
+std::string quiesce() {
+  const CUresult synced = drv::ctx_synchronize();
+  if (synced != CUDA_SUCCESS) return drv::describe("cuCtxSynchronize before the kernel", synced) + "; not timed";
+  const CUresult reset = drv::ctx_reset_persisting_l2_cache();
+  if (reset != CUDA_SUCCESS) return drv::describe("cuCtxResetPersistingL2Cache", reset) + "; not timed";
+  return std::string();
+}
+
 void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   t_launch.active = false;
   LaunchArgs args;
@@ -135,6 +147,9 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     // before the gate, and outside the state lock: a load waits for the work queued on the device
     const std::string unloaded = load_function(args.function);
     if (!unloaded.empty()) problem = unloaded + " (loading the kernel before its gate); not timed";
+  }
+  if (problem.empty() && capture_status == CU_STREAM_CAPTURE_STATUS_NONE && g->quiesce) {
+    problem = quiesce();
   }
 
   std::lock_guard<std::mutex> lock(g->mutex);
@@ -241,6 +256,7 @@ void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti
 
 bool timer_start(const Config& config) {
   g = new State();
+  g->quiesce = config.quiesce;
   if (!g->writer.open(config.output)) return false;
   g->writer.write_line("{\"accordo\":\"time\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
   const std::string bad_pattern = g->kernels.set_pattern(config.kernel_regex);

@@ -4,6 +4,9 @@
 // from main(). The host fills an rows x cols matrix once and launches row_norm kLaunches times, each time
 // writing every row's Euclidean norm into the same `norms` buffer, which it never clears: from the second
 // launch on the kernel rewrites values its earlier launch wrote (the same bits, for the reference).
+// A case may define ROW_NORM_SETUP(m, count) (a host step once the matrix is filled) and
+// ROW_NORM_LAUNCH(blocks, m, norms, rows, cols) (how each launch is made; default: row_norm on the default
+// stream) before including this file.
 // Usage: <case> [rows] [cols]   (default 8192 x 1000)
 #pragma once
 #include <cuda_runtime.h>
@@ -21,6 +24,13 @@
             std::exit(1);                                                    \
         }                                                                    \
     } while (0)
+
+#ifndef ROW_NORM_SETUP
+#define ROW_NORM_SETUP(m, count)
+#endif
+#ifndef ROW_NORM_LAUNCH
+#define ROW_NORM_LAUNCH(blocks, m, norms, rows, cols) row_norm<<<(blocks), kThreads>>>(m, norms, rows, cols)
+#endif
 
 constexpr int kLaunches = 10;
 constexpr int kThreads = 256;
@@ -62,10 +72,11 @@ inline int run_row_norm_host(int argc, char** argv, bool warp_per_row) {
     CUDA_CHECK(cudaMemset(norms, 0, rows * sizeof(float)));
     fill_matrix<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(m, count);
     CUDA_CHECK(cudaGetLastError());
+    ROW_NORM_SETUP(m, count);
     const long long threads = warp_per_row ? 32LL * rows : rows;
     const unsigned blocks = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
     for (int launch = 0; launch < kLaunches; ++launch) {
-        row_norm<<<blocks, kThreads>>>(m, norms, rows, cols);
+        ROW_NORM_LAUNCH(blocks, m, norms, rows, cols);
         CUDA_CHECK(cudaGetLastError());
 #ifdef ROW_NORM_AFTER_LAUNCH
         ROW_NORM_AFTER_LAUNCH(norms);  // a case's own host step after each launch

@@ -197,10 +197,22 @@ class LaunchComparison(_Frozen):
 class JudgeCheck(_Frozen):
     """One check Accordo ran on a candidate (accordo/validate.py, accordo/probes.py)."""
 
-    name: Literal["isolated", "end_to_end", "prefilled_nan", "fresh_inputs"] = Field(
+    name: Literal[
+        "isolated",
+        "end_to_end",
+        "prefilled_nan",
+        "fresh_inputs",
+        "launch_pattern",
+        "replay",
+        "timing_agreement",
+        "revalidated",
+    ] = Field(
         description="isolated: each launch on the reference's own inputs for it; end_to_end: the program "
         "as it runs; prefilled_nan: outputs filled with NaN before every launch; fresh_inputs: inputs "
-        "shuffled, outputs filled with random bytes"
+        "shuffled, outputs filled with random bytes; launch_pattern: the kernel's streams, CUDA-graph use "
+        "and persisting-L2 limit as the reference's; replay: the candidate's kernel replayed alone on the "
+        "captured inputs; timing_agreement: the in-application speedup within 2x of a replayed one; "
+        "revalidated: each launch judged again after timing"
     )
     outcome: Literal["passed", "failed", "skipped"]
     detail: str | None = Field(default=None, description="Why it failed or was skipped")
@@ -221,6 +233,8 @@ class ValidationResult(_Frozen):
             "timeout",
             "no_launch",
             "tests_failed",
+            "launch_pattern",
+            "timing_disagreement",
         ]
         | None
     ) = None
@@ -232,6 +246,18 @@ class ValidationResult(_Frozen):
     launches_compared: int = 0
     launches: list[LaunchComparison] = Field(default_factory=list)
     speedup: Speedup | None = None
+    isolated_speedup: Speedup | None = Field(
+        default=None,
+        description="The kernels alone: one captured launch replayed, L2 flushed before each launch",
+    )
+    isolated_speedup_warm: Speedup | None = Field(
+        default=None, description="As isolated_speedup, L2 not flushed"
+    )
+    reproducer: str | None = Field(
+        default=None,
+        description="Folder with the captured launch, both kernels and the command that checks them "
+        "(intelliperf replay)",
+    )
     atol: float | None = None
     rtol: float | None = None
     calibration_runs: int = Field(default=0, description="Reference runs the bounds were calibrated on")
@@ -287,6 +313,11 @@ class BestResult(_Frozen):
     metric_after: float
     files: list[str] = Field(default_factory=list)
     written_back: bool = Field(default=False, description="Applied to the project (--in_place)")
+    reproducer: str | None = Field(
+        default=None,
+        description="Folder of the job's outputs holding the timed launch with both kernels "
+        "(intelliperf replay)",
+    )
 
 
 class Optimization(_Frozen):

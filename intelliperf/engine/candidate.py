@@ -173,8 +173,11 @@ def evaluate(
         return Evaluated(verdict("invalid", validation.reason, validation=validation), new_files)
     try:
         with clock.step("measure"):
-            speedup = judge.time(tree.root, say)
-        validation = validation.model_copy(update={"speedup": speedup})
+            validation = judge.time(tree.root, say, validation)
+        if not validation.passed:
+            return Evaluated(verdict("invalid", validation.reason, validation=validation), new_files)
+        speedup = validation.speedup
+        assert speedup is not None, "a judge's timing gives a speedup or a failed verdict"
         say(f"{speedup.median:.3f}x ({speedup.verdict}); re-measuring {target.formula.metric_label}")
         with clock.step("counters"):
             kernel = judge.candidate_kernel(tree.root) or target.kernel

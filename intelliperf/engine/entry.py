@@ -46,12 +46,14 @@ def run_spec(
     progress: Progress | None = None,
     replay: Path | None = None,
     record: Path | None = None,
+    reproducer_dir: Path | None = None,
 ) -> Report:
     """Diagnose ``spec``'s application in a copy of ``project`` and, where the spec optimizes, run the loop.
 
     ``replay`` reads a profile recorded on a GPU machine instead of the GPU: diagnosis only, unless the folder
     is a recording of the loop itself (`intelliperf.engine.recorded_loop`), whose verdicts are then replayed.
-    ``record`` keeps every GPU export there (fixtures). Raises an IntelliPerfError for bad input, before any
+    ``record`` keeps every GPU export there (fixtures); ``reproducer_dir`` receives the best candidate's
+    reproducer (``intelliperf replay``). Raises an IntelliPerfError for bad input, before any
     work where it can be found before."""
     from intelliperf.engine.recorded_loop import is_loop_recording
 
@@ -78,7 +80,15 @@ def run_spec(
         backend, extra = backend_for(record=record, vendor=spec.gpu.vendor), {}
     if replayed_loop and progress is not None:
         progress.note(f"replaying the GPU's verdicts and counters recorded in {replay}")
-    report = run_job(spec, backend=backend, project=project, proposer=proposer, progress=progress, **extra)
+    report = run_job(
+        spec,
+        backend=backend,
+        project=project,
+        proposer=proposer,
+        progress=progress,
+        reproducer_dir=reproducer_dir,
+        **extra,
+    )
     if spec.optimizes and not optimize:
         report = report.model_copy(update={"warnings": [*report.warnings, REPLAY_DIAGNOSES_ONLY]})
     return report

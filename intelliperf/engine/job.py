@@ -7,6 +7,7 @@ changes only with ``in_place``, and only by the best validated rewrite.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +48,8 @@ def judge_for(target: Target, reference_dir: Path, spec: JobSpec) -> Judge:
             output_files=spec.applications[0].output_files,
             timing=None if backend.captures_kernels else backend(),
         )
-    return AccordoJudge(target.kernel.name, target.command, reference_dir, options_for(spec))
+    reproducers = reference_dir.parent / "reproducers"  # scratch, beside the workspace
+    return AccordoJudge(target.kernel.name, target.command, reference_dir, options_for(spec), reproducers)
 
 
 def check_optimizable(spec: JobSpec) -> None:
@@ -113,7 +115,18 @@ def _target(spec: JobSpec, diagnosed: Diagnosed, workspace_dir: Path) -> Target:
     )
 
 
-def _with_loop(report: Report, spec: JobSpec, target: Target, result: LoopResult, seconds: float) -> Report:
+def _keep_reproducer(result: LoopResult, reproducer_dir: Path | None) -> str | None:
+    """The best attempt's reproducer copied to ``reproducer_dir``; its folder name, or None."""
+    validation = result.best.validation if result.best is not None else None
+    if reproducer_dir is None or validation is None or validation.reproducer is None:
+        return None
+    shutil.copytree(validation.reproducer, reproducer_dir, dirs_exist_ok=True)
+    return reproducer_dir.name
+
+
+def _with_loop(
+    report: Report, spec: JobSpec, target: Target, result: LoopResult, seconds: float, reproducer: str | None
+) -> Report:
     best = None
     if result.best is not None and result.best.speedup is not None:
         best = BestResult(
@@ -123,6 +136,7 @@ def _with_loop(report: Report, spec: JobSpec, target: Target, result: LoopResult
             metric_before=target.metric_before,
             metric_after=result.best.metric_after or 0.0,
             files=sorted(result.best_files),
+            reproducer=reproducer,
         )
     optimization = Optimization(
         status=result.status,
@@ -153,10 +167,12 @@ def run_job(
     proposer: Proposer | None,
     progress: Progress | None = None,
     judge_factory: JudgeFactory = judge_for,
+    reproducer_dir: Path | None = None,
 ) -> Report:
     """Diagnose and, with a ``proposer`` and a formula other than diagnoseOnly, optimize the selected
-    bottleneck. Raises an IntelliPerfError for bad input found before the loop; an error inside the loop
-    ends it with status 'aborted' in the report instead."""
+    bottleneck; the best candidate's reproducer (Accordo's judge) is copied to ``reproducer_dir``. Raises
+    an IntelliPerfError for bad input found before the loop; an error inside the loop ends it with status
+    'aborted' in the report instead."""
     progress = progress or NullProgress()
     settings = get_settings()
     optimize = proposer is not None and spec.optimizes
@@ -192,7 +208,8 @@ def run_job(
             tree=tree,
             progress=progress,
         )
-        report = _with_loop(report, spec, target, result, time.perf_counter() - started)
+        kept = _keep_reproducer(result, reproducer_dir)
+        report = _with_loop(report, spec, target, result, time.perf_counter() - started, kept)
         if spec.in_place and report.best is not None:
             try:
                 write_back(project, result.best_files, unchanged_since=ws)

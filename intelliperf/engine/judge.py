@@ -7,6 +7,7 @@ judge in that replays results recorded on the GPU machine.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,9 +18,9 @@ from accordo.validate import (
     ValidationOptions,
     capture_reference,
     check_candidate,
-    time_candidate,
+    judge_timing,
 )
-from intelliperf.contract import JobSpec, RankedKernel, Speedup, ValidationResult
+from intelliperf.contract import JobSpec, RankedKernel, ValidationResult
 
 __all__ = ["AccordoJudge", "Judge", "options_for"]
 
@@ -36,8 +37,9 @@ class Judge(Protocol):
     def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
         """Is the candidate built in ``candidate_dir`` correct? (No timing.)"""
 
-    def time(self, candidate_dir: Path, say: Say) -> Speedup:
-        """How much faster is the (correct) candidate than the reference?"""
+    def time(self, candidate_dir: Path, say: Say, checked: ValidationResult) -> ValidationResult:
+        """How much faster is the candidate ``check`` passed than the reference? ``checked`` with its
+        speedup, or a failed verdict when a check that runs with the timing fails."""
 
     def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
         """The target kernel as the candidate launches it, when the rewrite may rename it (a new
@@ -61,18 +63,27 @@ def options_for(spec: JobSpec) -> ValidationOptions:
 
 class AccordoJudge:
     """Validates candidates of ``kernel`` (its mangled name) run as ``command`` in their own copy of the
-    project, against the same command in ``reference_dir``."""
+    project, against the same command in ``reference_dir``. With ``reproducers``, each timed candidate's
+    reproducer is saved in ``reproducers/attempt-<n>`` (n counts timed candidates from 1)."""
 
     label = "Accordo"
 
     def __init__(
-        self, kernel: str, command: Sequence[str], reference_dir: Path, options: ValidationOptions
+        self,
+        kernel: str,
+        command: Sequence[str],
+        reference_dir: Path,
+        options: ValidationOptions,
+        reproducers: Path | None = None,
     ) -> None:
         self.kernel = kernel
         self.command = list(command)
         self.reference_dir = reference_dir
         self.options = options
+        self.reproducers = reproducers
         self._reference: Reference | None = None
+        self._work: tempfile.TemporaryDirectory[str] | None = None  # the checked candidate's replay files
+        self._timed = 0
 
     def prepare(self, say: Say) -> None:
         if self._reference is None:
@@ -91,12 +102,28 @@ class AccordoJudge:
     def check(self, candidate_dir: Path, say: Say) -> ValidationResult:
         reference = self._ready(say)
         options = self._candidate_options(reference)
-        return check_candidate(reference, self.command, cwd=candidate_dir, options=options, progress=say)
+        if self._work is not None:
+            self._work.cleanup()
+        self._work = tempfile.TemporaryDirectory(prefix="intelliperf-judge-")
+        return check_candidate(
+            reference, self.command, cwd=candidate_dir, options=options, progress=say, workdir=self._work.name
+        )
 
-    def time(self, candidate_dir: Path, say: Say) -> Speedup:
+    def time(self, candidate_dir: Path, say: Say, checked: ValidationResult) -> ValidationResult:
         reference = self._ready(say)
         options = self._candidate_options(reference)
-        return time_candidate(reference, self.command, cwd=candidate_dir, options=options, progress=say)
+        self._timed += 1
+        folder = self.reproducers / f"attempt-{self._timed}" if self.reproducers is not None else None
+        return judge_timing(
+            reference,
+            self.command,
+            checked,
+            cwd=candidate_dir,
+            options=options,
+            progress=say,
+            workdir=self._work.name if self._work is not None else None,
+            reproducer_dir=folder,
+        )
 
     def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
         return None  # Accordo compared this very kernel, launch by launch

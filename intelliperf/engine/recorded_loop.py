@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from formulas.base import KernelProfile
-from intelliperf.contract import JobSpec, RankedKernel, Report, Speedup, ValidationResult
+from intelliperf.contract import JobSpec, RankedKernel, Report, ValidationResult
 from intelliperf.edits import unified_diff
 from intelliperf.engine.candidate import Target
 from intelliperf.errors import ValidationError
@@ -92,11 +92,11 @@ class RecordedJudge:
     def check(self, candidate_dir: Path, say: object) -> ValidationResult:
         return self._recorded(candidate_dir).model_copy(update={"speedup": None})
 
-    def time(self, candidate_dir: Path, say: object) -> Speedup:
-        speedup = self.verdicts[self.checked[-1]].speedup  # type: ignore[union-attr]
-        if speedup is None:
+    def time(self, candidate_dir: Path, say: object, checked: ValidationResult) -> ValidationResult:
+        recorded = self.verdicts[self.checked[-1]]
+        if recorded is None or recorded.speedup is None:
             raise ValidationError("the recorded verdict of this candidate has no timing")
-        return speedup
+        return recorded
 
     def candidate_kernel(self, candidate_dir: Path) -> RankedKernel | None:
         return None

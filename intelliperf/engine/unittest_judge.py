@@ -166,7 +166,10 @@ class UnittestJudge:
             )
         return self._verdict(None, None)
 
-    def time(self, candidate_dir: Path, say: Say) -> Speedup:
+    def time(self, candidate_dir: Path, say: Say, checked: ValidationResult) -> ValidationResult:
+        return checked.model_copy(update={"speedup": self._speedup(candidate_dir, say)})
+
+    def _speedup(self, candidate_dir: Path, say: Say) -> Speedup:
         say(f"timing reference and candidate, up to {self.options.runs} runs each, interleaved")
         if self.timing is not None:
             return self._time_with_backend(self.timing, candidate_dir, say)

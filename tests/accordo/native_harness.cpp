@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capture_file.h"
+#include "cubin_symbols.h"
 #include "json_out.h"
 #include "snapshot.h"
 
@@ -155,7 +156,18 @@ int main(int argc, char** argv) {
     n.index = 2, n.offset = 16, n.size = 4, n.kind = accordo::ParamKind::Scalar, n.bytes = {4, 0, 0, 0};
     gone.index = 3, gone.offset = 24, gone.size = 8, gone.kind = accordo::ParamKind::Unavailable;
     launch.params = {in, out, n, gone};
+    const char image[] = "\x7f" "ELF not really";
+    file.write_module(0, {"_Z5scalePKfPfi", "_Z5otherv"}, image, sizeof(image) - 1);
     file.write_launch(launch);
+    accordo::LaunchShape shape;
+    shape.grid[0] = 7, shape.grid[1] = 2, shape.grid[2] = 1;
+    shape.block[0] = 256, shape.block[1] = 1, shape.block[2] = 1;
+    shape.dynamic_shared = 4096;
+    shape.flags = accordo::kShapePerThread;
+    shape.stream = 0x1234;
+    shape.persisting_l2 = 9830400;
+    shape.module = 0;
+    file.write_shape(0, shape);
     const float before[4] = {1, 2, 3, 4};
     file.begin_buffer({0, 0, 0}, 0x7000, sizeof(before));
     file.write_data(before, 8);
@@ -166,6 +178,19 @@ int main(int argc, char** argv) {
     file.write_time(0, 100, 350);
     file.write_error(accordo::CaptureFile::kNoLaunch, "global");
     file.finish();
+    return 0;
+  }
+  if (std::strcmp(argv[1], "symbols") == 0) {  // the function names of a cubin, one per line
+    std::FILE* in = std::fopen(argv[2], "rb");
+    if (in == nullptr) return 1;
+    std::vector<char> image;
+    char chunk[65536];
+    size_t got = 0;
+    while ((got = std::fread(chunk, 1, sizeof(chunk), in)) > 0) image.insert(image.end(), chunk, chunk + got);
+    std::fclose(in);
+    for (const std::string& name : accordo::cubin_function_names(image.data(), image.size())) {
+      std::printf("%s\n", name.c_str());
+    }
     return 0;
   }
   return 2;

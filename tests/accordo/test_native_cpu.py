@@ -32,6 +32,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory, accordo_lib: Path) -> Path
         str(HERE / "native_harness.cpp"),
         str(SOURCE_DIR / "json_out.cpp"), str(SOURCE_DIR / "capture_file.cpp"), str(SOURCE_DIR / "log.cpp"),
         str(SOURCE_DIR / "snapshot.cpp"), str(SOURCE_DIR / "worker_pool.cpp"),
+        str(SOURCE_DIR / "cubin_symbols.cpp"),
         "-o", str(out), f"-L{home / 'lib64'}", f"-Wl,-rpath,{home / 'lib64'}", "-lcupti", "-pthread",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -73,6 +74,17 @@ def test_capture_writer_matches_reader(harness: Path, tmp_path: Path) -> None:
     assert after is not None and after.tobytes() == bytes(16)
     assert launch.errors == ("copy failed \u00e9",)
     assert (launch.start_ns, launch.end_ns) == (100, 350)
+    assert launch.shape is not None
+    assert (launch.shape.grid, launch.shape.block, launch.shape.dynamic_shared) == (
+        (7, 2, 1),
+        (256, 1, 1),
+        4096,
+    )
+    assert (launch.shape.stream, launch.shape.per_thread, launch.shape.graph_capture) == (0x1234, True, False)
+    assert (launch.shape.persisting_l2, launch.shape.module) == (9830400, 0)
+    (module,) = cap.modules
+    assert module.names == ("_Z5scalePKfPfi", "_Z5otherv") and module.image == b"\x7fELF not really"
+    assert cap.module_of(launch) is module
     assert [(e.seq, e.message) for e in cap.errors] == [(0, "copy failed \u00e9"), (None, "global")]
 
 
@@ -238,3 +250,26 @@ def test_make_builds_too(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert out.is_file()
     assert "warning" not in proc.stderr
+
+
+CUBIN = HERE.parent / "fixtures" / "cubin" / "two_kernels.cubin"
+
+
+def test_cubin_symbols_lists_the_kernels_of_a_real_cubin(harness: Path) -> None:
+    proc = subprocess.run([str(harness), "symbols", str(CUBIN)], capture_output=True, text=True, check=True)
+    assert sorted(proc.stdout.split()) == ["_Z5scalePKfPfi", "plain_name"]
+
+
+@pytest.mark.parametrize("cut", [0, 16, 63, 64, 1000, -1])
+def test_cubin_symbols_of_a_cut_or_foreign_image_are_none_or_a_subset(
+    harness: Path, tmp_path: Path, cut: int
+) -> None:
+    """A cut image (its section headers sit at the end) or an ELF header with nothing behind it gives no
+    names, and the reader stays inside the bytes it was given."""
+    image = CUBIN.read_bytes()
+    cut_image = tmp_path / "cut.bin"
+    cut_image.write_bytes(image[:cut] if cut >= 0 else b"\x7fELF" + bytes(60))
+    proc = subprocess.run(
+        [str(harness), "symbols", str(cut_image)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout == ""

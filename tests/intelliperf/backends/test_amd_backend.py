@@ -272,8 +272,11 @@ def test_on_amd_the_projects_tests_judge_and_the_vendors_timing_pass_times_the_r
         timing=AmdBackend(device=MI300X),
     )
     said: list[str] = []
-    assert judge.check(candidate, said.append).passed
-    speedup = judge.time(candidate, said.append)
+    checked = judge.check(candidate, said.append)
+    assert checked.passed
+    timed = judge.time(candidate, said.append, checked)
+    speedup = timed.speedup
+    assert speedup is not None and timed.passed
     assert speedup.median == pytest.approx(2.0, rel=1e-3) and speedup.verdict == "faster"
     assert speedup.runs == 2 and "rocprofv3 --kernel-trace" in speedup.method
     assert speedup.reference_ns == pytest.approx(211000)  # lds_transpose's four dispatches in the fixture
