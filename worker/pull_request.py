@@ -469,6 +469,16 @@ def _reproducer_files(folder: Path | None) -> tuple[dict[str, bytes], str | None
     return {p.name: p.read_bytes() for p in paths}, None
 
 
+def _why_no_reproducer(report: Report) -> str:
+    """Why the best attempt left no reproducer: the judge's skipped replay or timing check, if it says."""
+    best = next((a for a in report.attempts if report.best and a.index == report.best.attempt), None)
+    checks = best.validation.checks if best is not None and best.validation is not None else []
+    for check in checks:
+        if check.name in ("replay", "timing_agreement") and check.outcome == "skipped" and check.detail:
+            return f"the judge could not replay the kernels ({check.detail})"
+    return "the job's outputs hold no reproducer"
+
+
 def reproducer_section(html_url: str | None, branch: str | None, skipped: str | None) -> str:
     """The body's paragraph about the reproducer: where it is and the command that runs it."""
     if branch is None:
@@ -496,6 +506,8 @@ def open_pull_request(
     note = f"{spec.pull_request.note}\n\n" if spec.pull_request.note else ""
     summary = _redact(note + render_summary(report), target.token)
     files, skipped = _reproducer_files(reproducer)
+    if not files and skipped is None:
+        skipped = _why_no_reproducer(report)
     prefix = branch_prefix(report)
     branch = f"{prefix}{_ref_component(job_id[:8], 'job')}"
     full_name = repository_name(spec.repository.url)
