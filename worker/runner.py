@@ -156,11 +156,11 @@ class JobRunner:
                 env={spec.llm.key_env: secrets["llm_key"]} if "llm_key" in secrets else None,
                 scratch=scratch,
             )
-        status, outcome, error = classify(result)
-        report, pr_url = result.report, None
-        if status == "succeeded" and report is not None:
-            reproducer = scratch / "out" / "reproducer"
-            report, pr_url = self._pull_request(job.id, spec, report, github_token, reproducer)
+            status, outcome, error = classify(result)
+            report, pr_url = result.report, None
+            if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there
+                reproducer = scratch / "out" / "reproducer"
+                report, pr_url = self._pull_request(job.id, spec, report, github_token, reproducer)
         self._finish(
             job.id,
             status=status,

@@ -243,3 +243,11 @@ def test_run_help_shows_where_the_command_goes() -> None:
     # every option whole, with its default, on an 80-column terminal
     assert "-t, --accordo_absolute_tolerance <float>" in result.stdout and "1e-06" in result.stdout
     assert "intelliperf formulas" in result.stdout
+
+
+def test_replay_names_a_missing_folder_and_needs_a_gpu(tmp_path: Path) -> None:
+    missing = intelliperf("replay", str(tmp_path / "nowhere"))
+    assert missing.returncode == SpecError.exit_code and "is not a folder" in missing.stderr
+    if not gpu_available():
+        no_gpu = intelliperf("replay", str(tmp_path))
+        assert no_gpu.returncode == NoGpuError.exit_code, no_gpu.stderr

@@ -387,3 +387,32 @@ def test_the_console_shows_the_checks_and_why_one_was_skipped() -> None:
     console = Console(record=True, width=200)
     render_validation(validation(None).model_copy(update={"checks": skipped}), console)
     assert "  prefilled_nan skipped: no output overwritten whole" in console.export_text()
+
+
+def test_the_kernels_alone_are_in_the_speedup_table_and_the_checks_have_titles() -> None:
+    """The replay timer's speedups (accordo.replay) beside the in-application one, and a title for each of
+    the judge's checks."""
+    import json
+    from pathlib import Path
+
+    from intelliperf.contract import Report
+    from intelliperf.contract.report import JudgeCheck
+    from intelliperf.summary import CHECK_TITLES
+
+    recorded = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "loop" / "transpose_bank"
+    report = Report.model_validate(json.loads((recorded / "report.json").read_text()))
+    assert report.best is not None
+    best = next(a for a in report.attempts if a.index == report.best.attempt)
+    assert best.validation is not None and "Kernel alone" not in render_summary(report)
+    alone = report.best.speedup.model_copy(update={"median": 3.58, "low": 3.5, "high": 3.66})
+    names = JudgeCheck.model_fields["name"].annotation.__args__  # type: ignore[union-attr]
+    checks = [JudgeCheck(name=name, outcome="passed") for name in names]
+    validation = best.validation.model_copy(
+        update={"isolated_speedup": alone, "isolated_speedup_warm": alone, "checks": checks}
+    )
+    attempts = [a.model_copy(update={"validation": validation}) if a is best else a for a in report.attempts]
+    summary = render_summary(report.model_copy(update={"attempts": attempts}))
+    assert "| Kernel alone, L2 flushed (replayed launch) | 3.58x (3.50x to 3.66x) |" in summary
+    assert "| Kernel alone, L2 warm (replayed launch) | 3.58x (3.50x to 3.66x) |" in summary
+    assert set(CHECK_TITLES) == set(names)
+    assert "- the kernel replayed alone on the captured inputs: **passed**" in summary

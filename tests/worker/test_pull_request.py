@@ -33,6 +33,9 @@ REPO = "acme/kernels"
 JOB_A = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
 JOB_B = "0f9e8d7c6b5a49382716afbecd012345"
 
+# a recorded report from before reproducers: the body says none came with the job
+NO_REPRODUCER = "\n\n### Reproducer\n\nNot attached: the job's outputs hold no reproducer."
+
 
 def recorded(name: str) -> Report:
     """A real loop report from the GPU run (benchmarks/results/loop or tests/fixtures/loop)."""
@@ -125,7 +128,7 @@ def test_a_recorded_success_opens_one_pull_request_with_one_commit(
     [pull] = github.pulls(REPO)
     assert pull["title"] == "[IntelliPerf] transpose_tiled: Shared-memory bank conflicts, 1.68x faster"
     assert pull["title"] == pull_request_title(report)
-    assert pull["body"] == render_summary(report)
+    assert pull["body"] == render_summary(report) + NO_REPRODUCER
     assert "**1.68x**" in pull["body"] and "1.68x to 1.69x" in pull["body"]
     assert "tile[threadIdx.x][threadIdx.y + j];  // intelliperf: bankConflict" in pull["body"]  # hot line
     assert "transpose.cu:59" in pull["body"]
@@ -157,7 +160,7 @@ def test_a_second_run_on_the_same_kernel_updates_its_open_pull_request(enterpris
     assert pull["head"]["sha"] == updated.commit != opened.commit
     assert repo.commits[updated.commit]["parents"] == [repo.refs["refs/heads/main"]]
     assert "IntelliPerf-Job: " + JOB_B in repo.commits[updated.commit]["message"]
-    assert pull["body"] == render_summary(second) != render_summary(first)
+    assert pull["body"] == render_summary(second) + NO_REPRODUCER != render_summary(first) + NO_REPRODUCER
     assert "**1.69x**" in pull["body"]
     assert pull["title"] == "[IntelliPerf] transpose_tiled: Shared-memory bank conflicts, 1.69x faster"
     second_writes = [(r.method, r.path) for r in enterprise.writes()[writes_before:]]
@@ -326,7 +329,7 @@ def test_a_note_opens_the_pull_requests_body(enterprise: FakeGitHub) -> None:
     note = "`transpose_tiled` got 25% slower at commit abc1234 on main; this proposes a fix."
     open_pull_request(report, spec_for(repo, "transpose_bank", note=note), JOB_A, target(enterprise))
     [pull] = enterprise.pulls(REPO)
-    assert pull["body"] == f"{note}\n\n{render_summary(report)}"
+    assert pull["body"] == f"{note}\n\n{render_summary(report)}{NO_REPRODUCER}"
 
 
 @pytest.mark.parametrize(
@@ -339,3 +342,20 @@ def test_a_url_without_owner_and_name_is_refused_as_the_service_refuses_it(url: 
     assert shared(url) is None
     with pytest.raises(PullRequestError, match="cannot tell the GitHub repository"):
         repository_name(url)
+
+
+def test_a_reproducer_is_attached_up_to_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker import pull_request
+
+    folder = tmp_path / "reproducer"
+    folder.mkdir()
+    for name, size in (("reference.bin", 300), ("candidate.bin", 200), ("reproducer.json", 24)):
+        (folder / name).write_bytes(b"x" * size)
+    monkeypatch.setattr(pull_request, "REPRODUCER_LIMIT", 524)
+    files, skipped = pull_request._reproducer_files(folder)
+    assert sorted(files) == ["candidate.bin", "reference.bin", "reproducer.json"] and skipped is None
+    monkeypatch.setattr(pull_request, "REPRODUCER_LIMIT", 523)
+    files, skipped = pull_request._reproducer_files(folder)
+    assert files == {} and skipped is not None and "a pull request carries" in skipped
+    (folder / "candidate.bin").unlink()
+    assert pull_request._reproducer_files(folder) == ({}, None)  # not a whole reproducer: none

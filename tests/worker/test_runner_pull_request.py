@@ -176,3 +176,36 @@ def test_no_pull_request_unless_asked(db: Database, api: ServiceClient, github: 
     job, events = outcome(db, job_id)
     assert job.pr_url is None and not github.requests
     assert not any("pull request" in e for e in events)
+
+
+class EngineWithReproducer(RecordedEngine):
+    """The recorded engine, leaving a reproducer in the job's outputs as engine_main does (real capture
+    files recorded on the GPU stand in for the timed launch)."""
+
+    def run(self, spec: JobSpec, project: Path, out: Path, **kwargs: object) -> ExecutionResult:  # type: ignore[override]
+        folder = out / "reproducer"
+        folder.mkdir(parents=True)
+        captures = ROOT / "tests" / "fixtures" / "captures" / "block_sum"
+        (folder / "reference.bin").write_bytes((captures / "reference-1.bin").read_bytes())
+        (folder / "candidate.bin").write_bytes((captures / "fixed_good.bin").read_bytes())
+        (folder / "reproducer.json").write_text('{"kernel": "block_sum", "launch": 1}\n')
+        return super().run(spec, project, out, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_jobs_reproducer_goes_on_a_branch_of_its_own(
+    db: Database, api: ServiceClient, github: FakeGitHub
+) -> None:
+    job_id, delivery = queue_job(db, github)
+    job_runner = runner(api, github)
+    job_runner.executor = EngineWithReproducer(json.loads(REPORT.read_text()))
+    assert job_runner.run(job_id, delivery) == "succeeded"
+    [pull] = github.pulls("acme/kernels")
+    branch = f"{pull['head']['ref']}-reproducer"
+    repo = github.repositories["acme/kernels"]
+    files = repo.files_at(repo.refs[f"refs/heads/{branch}"])
+    captures = ROOT / "tests" / "fixtures" / "captures" / "block_sum"
+    assert files[".intelliperf/reproducer/reference.bin"] == (captures / "reference-1.bin").read_bytes()
+    assert ".intelliperf/reproducer/reproducer.json" in files
+    assert "examples/transpose_bank/transpose.cu" in files  # on top of the rewrite
+    assert f"git fetch origin {branch}" in pull["body"]
+    assert "intelliperf replay .intelliperf/reproducer" in pull["body"]
