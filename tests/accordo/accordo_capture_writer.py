@@ -62,6 +62,30 @@ def error(seq: int, message: str) -> bytes:
     return record(4, struct.pack("<QI", seq, len(data)) + data)
 
 
+def shape(
+    seq: int,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    *,
+    dynamic_shared: int = 0,
+    flags: int = 0,
+    stream: int = 0,
+    persisting_l2: int = 0xFFFFFFFFFFFFFFFF,
+    module: int = 0xFFFFFFFFFFFFFFFF,
+) -> bytes:
+    """A SHAPE record (type 7): the launch's dimensions, stream and module (~0: unknown / none)."""
+    payload = struct.pack("<Q3I3III", seq, *grid, *block, dynamic_shared, flags)
+    return record(7, payload + struct.pack("<QQQ", stream, persisting_l2, module))
+
+
+def module(index: int, names: list[str], image: bytes) -> bytes:
+    """A MODULE record (type 8): a cubin and the matching kernels it holds."""
+    out = struct.pack("<QI", index, len(names))
+    for name in names:
+        out += struct.pack("<I", len(name.encode())) + name.encode()
+    return record(8, out + struct.pack("<Q", len(image)) + image)
+
+
 def end() -> bytes:
     return record(5, b"")
 

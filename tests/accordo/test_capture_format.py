@@ -16,8 +16,10 @@ from accordo_capture_writer import (
     error,
     file_header,
     launch,
+    module,
     record,
     same,
+    shape,
     time,
 )
 
@@ -231,3 +233,56 @@ def test_corrupt_files(tmp_path: Path, blob: bytes, message: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="does not exist"):
         read_capture(tmp_path / "nope.bin")
+
+
+def test_shape_and_module_records(tmp_path: Path) -> None:
+    """A launch's SHAPE and the MODULE its kernel ran from (the one its SHAPE names by index)."""
+    name = "_Z5scalePKfPfi"
+    blob = (
+        file_header()
+        + module(0, [name], b"\x7fELF first")
+        + launch(0, 0, name, "scale(float const*, float*, int)", [])
+        + shape(
+            0,
+            (4, 1, 1),
+            (256, 1, 1),
+            dynamic_shared=1024,
+            flags=2,
+            stream=0x55,
+            persisting_l2=9830400,
+            module=0,
+        )
+        + module(1, [name, "_Z5otherv"], b"\x7fELF second")
+        + launch(1, 1, name, "scale(float const*, float*, int)", [])
+        + shape(1, (8, 2, 1), (128, 1, 1), flags=1)
+        + end()
+    )
+    cap = read_capture(write(tmp_path, blob))
+    first, second = cap.launches
+    assert first.shape is not None and second.shape is not None
+    assert (first.shape.grid, first.shape.block, first.shape.dynamic_shared) == ((4, 1, 1), (256, 1, 1), 1024)
+    assert (first.shape.per_thread, first.shape.graph_capture, first.shape.stream) == (True, False, 0x55)
+    assert (first.shape.persisting_l2, first.shape.module) == (9830400, 0)
+    assert (second.shape.graph_capture, second.shape.persisting_l2, second.shape.module) == (True, None, None)
+    assert [m.names for m in cap.modules] == [(name,), (name, "_Z5otherv")]
+    assert cap.module_of(first) is cap.modules[0] and cap.modules[0].image == b"\x7fELF first"
+    assert cap.module_of(second) is None  # its SHAPE names no module
+
+
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (file_header() + shape(3, (1, 1, 1), (1, 1, 1)), "names launch 3, which no LAUNCH precedes"),
+        (
+            file_header()
+            + launch(0, 0, "k", "k", [])
+            + record(7, shape(0, (1, 1, 1), (1, 1, 1))[16:] + b"!"),
+            "trailing",
+        ),
+        (file_header() + record(8, module(0, ["k"], b"abcd")[16:-1]), "says 4 image bytes, holds 3"),
+        (file_header() + record(8, struct.pack("<QI", 0, 5)), "shorter"),
+    ],
+)
+def test_corrupt_shape_and_module_records(tmp_path: Path, blob: bytes, message: str) -> None:
+    with pytest.raises(ProfileError, match="corrupt capture file.*" + message):
+        read_capture(write(tmp_path, blob))
