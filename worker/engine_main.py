@@ -15,6 +15,7 @@ from pathlib import Path
 
 from intelliperf.contract import JobSpec
 from intelliperf.errors import IntelliPerfError
+from worker.executor import REPRODUCER
 
 __all__ = ["JsonLinesProgress", "main"]
 
@@ -41,7 +42,7 @@ def run(spec: JobSpec, project: Path, out: Path) -> int:
 
     replay = project / spec.replay if spec.replay else None
     report = run_spec(
-        spec, project, progress=JsonLinesProgress(), replay=replay, reproducer_dir=out / "reproducer"
+        spec, project, progress=JsonLinesProgress(), replay=replay, reproducer_dir=out / REPRODUCER
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2))

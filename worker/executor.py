@@ -92,6 +92,9 @@ def _pump(stream: IO[str], sink: queue.Queue[str | None]) -> None:
     sink.put(None)
 
 
+REPRODUCER = "reproducer"  # the folder of the job's outputs holding the best rewrite's reproducer
+
+
 def read_outputs(out: Path) -> tuple[dict[str, object] | None, str | None]:
     report_file, summary_file = out / "report.json", out / "summary.md"
     report = json.loads(report_file.read_text()) if report_file.is_file() else None

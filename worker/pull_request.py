@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from accordo.reproducer import REPRODUCER_FILES
 from intelliperf.contract import JobSpec
 from intelliperf.contract.report import Report
 from intelliperf.repository_hosts import repository_name as parse_repository_name
@@ -63,7 +64,6 @@ DEFAULT_API_URL = "https://api.github.com"
 MAX_KERNEL_CHARS = 60
 MAX_RATE_LIMIT_WAIT_S = 300
 REPRODUCER_LIMIT = 25 << 20  # bytes of reproducer files pushed with a pull request
-REPRODUCER_FILES = ("reference.bin", "candidate.bin", "reproducer.json")
 REPRODUCER_PATH = ".intelliperf/reproducer"
 PR_BODY_LIMIT = 65_000
 """GitHub refuses bodies over 65,536 characters; render_summary already cuts long diffs."""
@@ -471,7 +471,7 @@ def _reproducer_files(folder: Path | None) -> tuple[dict[str, bytes], str | None
 
 def _why_no_reproducer(report: Report) -> str:
     """Why the best attempt left no reproducer: the judge's skipped replay or timing check, if it says."""
-    best = next((a for a in report.attempts if report.best and a.index == report.best.attempt), None)
+    best = report.best_attempt
     checks = best.validation.checks if best is not None and best.validation is not None else []
     for check in checks:
         if check.name in ("replay", "timing_agreement") and check.outcome == "skipped" and check.detail:

@@ -19,7 +19,7 @@ from intelliperf.contract.worker import ClaimedJob, JobResult
 from intelliperf.errors import OUTCOME_BY_EXIT_CODE
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
-from worker.executor import EngineEvent, ExecutionResult, Executor
+from worker.executor import REPRODUCER, EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.job_events import EventSender
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
@@ -146,10 +146,11 @@ class JobRunner:
                 error = f"project_directory {spec.project_directory!r} is not a folder of the project"
                 self._finish(job.id, status="failed", outcome="bad_spec", error=error)
                 return "failed"
+            out = scratch / "out"
             result = self.executor.run(
                 spec,
                 project,
-                scratch / "out",
+                out,
                 on_events=self._store,
                 should_cancel=self._cancel_check(job.id),
                 time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
@@ -159,8 +160,7 @@ class JobRunner:
             status, outcome, error = classify(result)
             report, pr_url = result.report, None
             if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there
-                reproducer = scratch / "out" / "reproducer"
-                report, pr_url = self._pull_request(job.id, spec, report, github_token, reproducer)
+                report, pr_url = self._pull_request(job.id, spec, report, github_token, out / REPRODUCER)
         self._finish(
             job.id,
             status=status,

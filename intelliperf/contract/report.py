@@ -366,6 +366,13 @@ class Report(_Frozen):
         return next((d for d in self.diagnoses if d.kernel == kernel and d.formula == formula), None)
 
     @property
+    def best_attempt(self) -> Attempt | None:
+        """The attempt the best result came from (None without a best result)."""
+        if self.best is None:
+            return None
+        return next((a for a in self.attempts if a.index == self.best.attempt), None)
+
+    @property
     def selected_diagnosis(self) -> Diagnosis | None:
         """The diagnosis the selection is about (None without a selection)."""
         return (
