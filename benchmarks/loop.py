@@ -12,6 +12,12 @@ counter pass.
     python -m benchmarks.loop [--out benchmarks/results/loop.json] [--reports benchmarks/results/loop]
                               [--record tests/fixtures/loop] [--only NAME]
 
+Each row also carries what the judge reported on the attempt: the in-application and the isolated
+(replayed, L2 flushed and warm) speedups, the checks it ran with their outcomes, and whether a reproducer was
+saved. For every success the pull request is opened, as the worker opens it, on a GitHub REST server on
+127.0.0.1 (tests/support/fake_github.py): its body is kept beside the report (``pull_request.md``) and the
+row says whether the reproducer went with it.
+
 ``--record`` also runs the feedback scenario (garbage, a non-compiling edit, a wrong one, the fix) on
 transpose_bank and keeps its report: the CPU tests replay its validation results.
 """
@@ -30,12 +36,15 @@ from pathlib import Path
 
 from benchmarks.common import device_name, plain_wall
 from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix
-from intelliperf.contract import Report
+from intelliperf.contract import JobSpec, Report
+from tests.support.fake_github import FakeGitHub
 from tests.support.scripted_llm import ScriptedLLM
+from worker.pull_request import GitHubTarget, open_pull_request
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 KEY = "sk-scripted-benchmark"
+GITHUB_TOKEN = "ghp_loop_benchmark_0123456789abcdef"
 ATTEMPT_PARTS = ("build", "validate", "measure", "counters")
 # Kernel launches per run. Buffer capture copies every launch's buffers, so the loop wants a short but
 # representative workload; the examples' default (hundreds of launches) would spend minutes capturing.
@@ -61,6 +70,7 @@ def run_cli(
         "-m", "scripted", "-r", "openai", "--api_base", server.api_base,
         "--num_attempts", str(attempts),
         "-o", str(out / "report.json"), "--summary_file", str(out / "summary.md"),
+        "--reproducer_dir", str(out / "reproducer"),
         "--", *app,
     ]  # fmt: skip
     env = {
@@ -86,6 +96,57 @@ def fresh_copy(name: str, scratch: Path) -> Path:
     return project
 
 
+def open_pull(name: str, report: Report, reproducer: Path, out: Path) -> dict:
+    """The pull request the worker would open for ``report``, on a fake GitHub holding the example's
+    original files; its body is written to ``out/pull_request.md``."""
+    original = {
+        p.relative_to(EXAMPLES / name).as_posix(): p.read_bytes()
+        for p in (EXAMPLES / name).rglob("*")
+        if p.is_file() and "bin" not in p.relative_to(EXAMPLES / name).parts
+    }
+    with FakeGitHub(token=GITHUB_TOKEN) as github:
+        repo = github.add_repository(f"acme/{name}", original)
+        spec = JobSpec.model_validate(
+            {
+                "repository": {
+                    "url": f"https://github.com/acme/{name}.git",
+                    "commit": repo.refs["refs/heads/main"],
+                },
+                "applications": [{"command": "true"}],
+                "pull_request": {"create_pr": True},
+            }
+        )
+        target = GitHubTarget(GITHUB_TOKEN, github.api_url, retries=0, throttle=False)
+        opened = open_pull_request(
+            report, spec, f"loop-{name}", target, reproducer if reproducer.is_dir() else None
+        )
+        [pull] = github.pulls(f"acme/{name}")
+        pushed = repo.refs.get(f"refs/heads/{opened.branch}-reproducer")
+    (out / "pull_request.md").write_text(pull["body"])
+    section = (
+        pull["body"].split("### Reproducer", 1)[-1].strip() if "### Reproducer" in pull["body"] else None
+    )
+    return {
+        "pull_request": pull["html_url"],
+        "pull_request_reproducer": pushed is not None,
+        "pull_request_reproducer_note": section.splitlines()[0] if section else None,
+    }
+
+
+def judge_fields(report: Report) -> dict:
+    """What the judge said about the attempt the best result came from (else the last attempt)."""
+    attempt = report.best_attempt or (report.attempts[-1] if report.attempts else None)
+    validation = attempt.validation if attempt else None
+    isolated = validation.isolated_speedup if validation else None
+    warm = validation.isolated_speedup_warm if validation else None
+    return {
+        "isolated_speedup": round(isolated.median, 4) if isolated else None,
+        "isolated_speedup_warm": round(warm.median, 4) if warm else None,
+        "checks": {c.name: c.outcome for c in validation.checks} if validation else {},
+        "reproducer": report.best.reproducer is not None if report.best else False,
+    }
+
+
 def summarize(example: dict, report: Report, plain_s: float, requests: int) -> dict:
     attempt = report.attempts[-1] if report.attempts else None
     seconds = attempt.seconds if attempt else {}
@@ -108,7 +169,7 @@ def summarize(example: dict, report: Report, plain_s: float, requests: int) -> d
         "attempt_status": attempt.status if attempt else None,
         "reason": attempt.reason if attempt else None,
         "success": report.best is not None,
-        "speedup": round(speedup.median, 4) if speedup else None,
+        "speedup": round(speedup.median, 4) if speedup else None,  # in the application
         "speedup_low": round(speedup.low, 4) if speedup else None,
         "speedup_high": round(speedup.high, 4) if speedup else None,
         "timing_runs": speedup.runs if speedup else None,
@@ -123,6 +184,7 @@ def summarize(example: dict, report: Report, plain_s: float, requests: int) -> d
         "project_build_s": round(project_build_s, 3),
         "project_budget_s": round(project_budget, 3) if attempt else None,
         "within_project_budget": attempt_s <= project_budget if attempt else None,
+        **judge_fields(report),
     }
 
 
@@ -149,7 +211,10 @@ def run_example(example: dict, scratch: Path, reports: Path) -> dict:
             unittest_command=example.get("unittest_command"),
         )
         requests = len(server.requests)
-    return summarize(example, report, plain_s, requests)
+    row = summarize(example, report, plain_s, requests)
+    if report.best is not None:
+        row |= open_pull(name, report, out / "reproducer", out)
+    return row
 
 
 def record_feedback(record: Path, scratch: Path) -> dict:
@@ -189,6 +254,15 @@ def resummarize(previous: Path, reports: Path) -> tuple[list[dict], dict]:
         rows.append(summarize(example, report, row["plain_s"], row["llm_requests"]))
     kept = {key: old[key] for key in ("device", "feedback_statuses") if key in old}
     return rows, kept
+
+
+def checks_text(row: dict) -> str:
+    checks = " ".join(
+        f"{name}{'' if outcome == 'passed' else '=' + outcome}" for name, outcome in row["checks"].items()
+    )
+    if "pull_request_reproducer" in row:
+        checks += " / PR " + ("with reproducer" if row["pull_request_reproducer"] else "without reproducer")
+    return checks
 
 
 def main() -> int:
@@ -232,7 +306,7 @@ def main() -> int:
     header = (
         f"{'example':18} {'formula':17} {'status':10} {'speedup':>8} {'95% interval':>17} "
         f"{'metric before':>13} {'after':>10} {'attempt s':>9} {'build':>6} {'valid.':>6} {'meas.':>6} "
-        f"{'ctrs':>6} {'plain':>6} {'budget':>6}"
+        f"{'ctrs':>6} {'plain':>6} {'budget':>6} {'alone':>7} {'warm':>7}  checks / PR reproducer"
     )
     print(header)
     for r in rows:
@@ -246,7 +320,8 @@ def main() -> int:
             f"{interval:>17} "
             f"{num('metric_before', '.4g'):>13} {num('metric_after', '.4g'):>10} {num('attempt_s'):>9} "
             f"{num('build_s'):>6} {num('validate_s'):>6} {num('measure_s'):>6} {num('counters_s'):>6} "
-            f"{num('plain_s'):>6} {num('attempt_budget_s'):>6}"
+            f"{num('plain_s'):>6} {num('attempt_budget_s'):>6} {num('isolated_speedup', '.3f'):>7} "
+            f"{num('isolated_speedup_warm', '.3f'):>7}  {checks_text(r)}"
         )
     ratio = result["attempt_over_budget_median"]
     print(f"success rate {result['success_rate']:.0%}; attempt time / budget, median: {ratio}")

@@ -80,6 +80,18 @@ class ServiceSettings(QueueSettings):
         default=5.0, ge=0, description="How long submissions reuse one reading of the queues workers serve"
     )
     events_poll_s: float = Field(default=0.25, gt=0, description="How often an event stream checks for news")
+    public_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s]+$",
+        description="The address users reach the service at, for links it hands out (a job's reproducer in "
+        "its pull request); unset: the address the worker called it at",
+    )
+    max_reproducer_bytes: int = Field(
+        default=2 * 2**30,
+        gt=0,
+        description="Largest reproducer (a job's captured launch and both kernels, gzipped tar) a worker may "
+        "store with the job",
+    )
     kernel_sample_retention_days: int = Field(
         default=180,
         ge=1,

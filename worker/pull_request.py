@@ -464,7 +464,7 @@ def _reproducer_files(folder: Path | None) -> tuple[dict[str, bytes], str | None
     if size > REPRODUCER_LIMIT:
         return {}, (
             f"the reproducer ({size / 2**20:.1f} MiB) is over the {REPRODUCER_LIMIT >> 20} MiB a pull "
-            "request carries; it stays with the job's outputs"
+            "request carries"
         )
     return {p.name: p.read_bytes() for p in paths}, None
 
@@ -479,25 +479,43 @@ def _why_no_reproducer(report: Report) -> str:
     return "the job's outputs hold no reproducer"
 
 
-def reproducer_section(html_url: str | None, branch: str | None, skipped: str | None) -> str:
+def reproducer_section(
+    html_url: str | None, branch: str | None, skipped: str | None, download_url: str | None = None
+) -> str:
     """The body's paragraph about the reproducer: where it is and the command that runs it."""
+    download = (
+        "Download it from IntelliPerf (with an IntelliPerf token that may read the job) and run it:\n\n"
+        f'```\ncurl -fL -H "Authorization: Bearer $INTELLIPERF_TOKEN" -o reproducer.tar.gz {download_url}\n'
+        "tar -xzf reproducer.tar.gz && intelliperf replay reproducer\n```"
+    )
     if branch is None:
-        return f"### Reproducer\n\nNot attached: {skipped}." if skipped else ""
+        if not skipped:
+            return ""
+        text = f"### Reproducer\n\nNot attached: {skipped}."
+        return f"{text} {download}" if download_url else text
     where = f"[`{branch}`]({html_url}/tree/{branch}/{REPRODUCER_PATH})" if html_url else f"`{branch}`"
-    return (
+    section = (
         "### Reproducer\n\n"
         f"The timed launch, captured with both kernels, is on the branch {where}. Check and time it with no "
         "application on any NVIDIA GPU of the same architecture:\n\n"
         f"```\ngit fetch origin {branch} && git checkout FETCH_HEAD -- {REPRODUCER_PATH}\n"
         f"intelliperf replay {REPRODUCER_PATH}\n```"
     )
+    return f"{section}\n\nIt is also kept with the job: {download_url}" if download_url else section
 
 
 def open_pull_request(
-    report: Report, spec: JobSpec, job_id: str, target: GitHubTarget, reproducer: Path | None = None
+    report: Report,
+    spec: JobSpec,
+    job_id: str,
+    target: GitHubTarget,
+    reproducer: Path | None = None,
+    *,
+    download_url: str | None = None,
 ) -> PullRequestResult:
     """Open a pull request with the report's best rewrite, or update this kernel's open one; with the job's
-    ``reproducer`` folder, push it on a branch of its own and say so in the body."""
+    ``reproducer`` folder, push it on a branch of its own and say so in the body. ``download_url``: where
+    the service keeps the reproducer, named in the body (the one place of one too large to push)."""
     if report.best is None or not report.diff:
         raise PullRequestError("the report has no validated rewrite (best result and diff) to propose")
     if spec.repository is None:
@@ -546,7 +564,7 @@ def open_pull_request(
                 commit_sha, tree, added, f"IntelliPerf reproducer\n\nIntelliPerf-Job: {job_id}\n"
             )
             writer.move_branch(pushed, with_files)
-        section = reproducer_section(getattr(repo, "html_url", None), pushed, skipped)
+        section = reproducer_section(getattr(repo, "html_url", None), pushed, skipped, download_url)
         tail = "\n\n" + section if section else ""
         body = summary[: PR_BODY_LIMIT - len(tail)] + tail
         if existing is not None:

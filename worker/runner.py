@@ -23,8 +23,9 @@ from worker.executor import REPRODUCER, EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.job_events import EventSender
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
+from worker.reproducer_archive import pack_reproducer
 from worker.scratch import job_scratch
-from worker.service_client import NotDelivered, ServiceClient
+from worker.service_client import NotDelivered, ServiceClient, ServiceError
 from worker.source import SourceError, checkout, from_archive
 
 __all__ = ["JobRunner", "classify", "github_token_from_env"]
@@ -160,7 +161,10 @@ class JobRunner:
             status, outcome, error = classify(result)
             report, pr_url = result.report, None
             if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there
-                report, pr_url = self._pull_request(job.id, spec, report, github_token, out / REPRODUCER)
+                download, report = self._store_reproducer(job.id, out / REPRODUCER, scratch, report)
+                report, pr_url = self._pull_request(
+                    job.id, spec, report, github_token, out / REPRODUCER, download
+                )
         self._finish(
             job.id,
             status=status,
@@ -177,8 +181,33 @@ class JobRunner:
     def _finish(self, job_id: str, **result: object) -> None:
         self.service.result(job_id, JobResult(run_id=self.heartbeat.run_id, **result))  # type: ignore[arg-type]
 
+    def _store_reproducer(
+        self, job_id: str, folder: Path, scratch: Path, report: dict[str, object]
+    ) -> tuple[str | None, dict[str, object]]:
+        """The job's reproducer stored with the service (its download address), or None when there is none
+        or storing it failed: a failure never loses the result, the report gains a warning."""
+        tarball = pack_reproducer(folder, scratch / "reproducer.tar.gz") if folder.is_dir() else None
+        if tarball is None:
+            return None, report
+        self._event("stage", "storing the reproducer", "reproducer")
+        try:
+            stored = self.service.reproducer(job_id, self.heartbeat.run_id, tarball)
+        except ServiceError as exc:
+            log.warning("job %s: storing the reproducer failed: %s", job_id, exc)
+            self._event("log", f"storing the reproducer failed: {exc}", "reproducer")
+            warnings = [*(report.get("warnings") or []), f"storing the reproducer failed: {exc}"]  # type: ignore[misc]
+            return None, {**report, "warnings": warnings}
+        self._event("log", f"reproducer stored ({stored.bytes / 2**20:.1f} MiB): {stored.url}", "reproducer")
+        return stored.url, report
+
     def _pull_request(
-        self, job_id: str, spec: JobSpec, report: dict[str, object], token: str | None, reproducer: Path
+        self,
+        job_id: str,
+        spec: JobSpec,
+        report: dict[str, object],
+        token: str | None,
+        reproducer: Path,
+        download: str | None,
     ) -> tuple[dict[str, object], str | None]:
         """Open or update the job's pull request when it asks for one and has a rewrite to propose.
         A failure here never loses the result: the report gains a warning and the job an event."""
@@ -192,7 +221,9 @@ class JobRunner:
                 raise PullRequestError("no GitHub token: set INTELLIPERF_GITHUB_TOKEN for the worker")
             api_url = self.github_api_url or os.environ.get("INTELLIPERF_GITHUB_API_URL") or DEFAULT_API_URL
             target = GitHubTarget(token, api_url, retries=self.github_retries, throttle=self.github_throttle)
-            opened = open_pull_request(Report.model_validate(report), spec, job_id, target, reproducer)
+            opened = open_pull_request(
+                Report.model_validate(report), spec, job_id, target, reproducer, download_url=download
+            )
         except Exception as exc:
             reason = str(exc) if isinstance(exc, PullRequestError) else f"{type(exc).__name__}: {exc}"
             if token:

@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventIn, EventsIn, JobResult, WorkerBeat
+from intelliperf.contract.worker import (
+    ClaimedJob,
+    ClaimRequest,
+    EventIn,
+    EventsIn,
+    JobResult,
+    ReproducerStored,
+    WorkerBeat,
+)
 from intelliperf.service_http import UNAVAILABLE, response_detail, retry_after_s
 
 __all__ = ["JobNotHeld", "NotDelivered", "ServiceClient", "ServiceError"]
@@ -107,6 +117,16 @@ class ServiceClient:
         what = f"writing job {job_id}'s result"
         self._call(what, "POST", f"/v1/worker/jobs/{job_id}/result", json=result.model_dump())
 
+    def reproducer(self, job_id: str, run_id: str, tarball: Path) -> ReproducerStored:
+        """Store the job's reproducer (a gzipped tar) with the service; where its user downloads it."""
+        what = f"storing job {job_id}'s reproducer"
+        response = self._call(
+            what, "PUT", f"/v1/worker/jobs/{job_id}/reproducer", params={"run_id": run_id},
+            content=_FileChunks(tarball), headers={"Content-Length": str(tarball.stat().st_size),
+                                                   "Content-Type": "application/gzip"},
+        )  # fmt: skip
+        return ReproducerStored.model_validate_json(response.content)
+
     def cancel_requested(self, job_id: str, run_id: str) -> bool:
         """Asked every second while a job runs: one try; a cancellation waits for the service."""
         try:
@@ -119,6 +139,18 @@ class ServiceClient:
         except ServiceError:
             return False
         return bool(response.json().get("cancel"))
+
+
+class _FileChunks:
+    """A file's bytes in chunks, read afresh on each iteration: a retried upload sends it again whole."""
+
+    def __init__(self, path: Path, chunk: int = 1 << 20) -> None:
+        self.path, self.chunk = path, chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self.path.open("rb") as source:
+            while data := source.read(self.chunk):
+                yield data
 
 
 def _checked(what: str, response: httpx.Response) -> httpx.Response:

@@ -24,6 +24,7 @@ __all__ = [
     "EventIn",
     "EventsIn",
     "JobResult",
+    "ReproducerStored",
     "WorkerBeat",
 ]
 
@@ -98,3 +99,10 @@ class JobResult(_Message):
     summary: str | None = None
     speedup: float | None = None
     pr_url: str | None = None
+
+
+class ReproducerStored(_Message):
+    """What the service says once it stored a job's reproducer."""
+
+    url: str = Field(description="Where the job's owner downloads it (GET, with their token)")
+    bytes: int = Field(ge=0)

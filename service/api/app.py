@@ -23,6 +23,7 @@ from service.api import jobs, kernels, ops, worker_api
 from service.api.archive_checks import ArchiveChecks
 from service.api.deps import validation_error_after_auth
 from service.api.limits import BodySizeLimit, BodyTooLarge
+from service.api.worker_api import REPRODUCER_UPLOAD
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.dispatch import Dispatcher
@@ -92,7 +93,8 @@ def create_app(
     app.state.fleet = FleetCache(
         settings.worker_stale_s, ttl_s=settings.fleet_cache_s, worker_forget_s=settings.worker_forget_s
     )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20)
+    reproducer = (REPRODUCER_UPLOAD, settings.max_reproducer_bytes + 2**20)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20, overrides=[reproducer])
 
     app.add_exception_handler(RequestValidationError, validation_error_after_auth)
 

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
@@ -40,6 +40,7 @@ from service.jobs import (
     submit,
 )
 from service.kernel_samples import compare_job_to_base
+from service.reproducers import reproducer_path
 from service.secrets import SECRET_HEADERS, SecretBox, store_secrets
 from service.settings import ServiceSettings
 
@@ -493,6 +494,29 @@ def read_diff(request: Request, principal: CurrentPrincipal, job_id: str) -> Pla
     if not job.diff:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no diff (it is {job.status})")
     return PlainTextResponse(job.diff, media_type="text/x-diff")
+
+
+@router.get(
+    "/{job_id}/reproducer",
+    response_class=FileResponse,
+    responses={
+        **_NOT_FOUND,
+        200: {
+            "content": {"application/gzip": {}},
+            "description": "The reproducer folder as a gzipped tar: unpack it and run `intelliperf replay "
+            "reproducer`",
+        },
+    },
+    summary="The job's reproducer: its captured launch with both kernels",
+)
+def read_reproducer(request: Request, principal: CurrentPrincipal, job_id: str) -> FileResponse:
+    job = _job_or_404(request, principal, job_id)
+    path = reproducer_path(get_settings(request).data_dir, job.id)
+    if not path.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no reproducer (it is {job.status})")
+    return FileResponse(
+        path, media_type="application/gzip", filename=f"intelliperf-reproducer-{job.id}.tar.gz"
+    )
 
 
 @router.post(

@@ -15,6 +15,7 @@ with Retry-After (service.api.app), and the worker retries.
 from __future__ import annotations
 
 import hmac
+import re
 from datetime import timedelta
 from typing import Annotated
 
@@ -22,16 +23,27 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from intelliperf.contract import JobSpec
-from intelliperf.contract.worker import ClaimedJob, ClaimRequest, EventsIn, JobResult, WorkerBeat
+from intelliperf.contract.worker import (
+    ClaimedJob,
+    ClaimRequest,
+    EventsIn,
+    JobResult,
+    ReproducerStored,
+    WorkerBeat,
+)
 from service.api.deps import get_db, get_settings
 from service.db.models import FINISHED, Job, JobArchive, Worker, utcnow
 from service.deliveries import is_delivered
 from service.jobs import add_event_batch, claim, finish
+from service.reproducers import ReproducerTooLarge, store_reproducer
 from service.secrets import SecretBox, SecretError, load_secrets
 
-__all__ = ["router"]
+__all__ = ["REPRODUCER_UPLOAD", "router"]
+
+REPRODUCER_UPLOAD = re.compile(r"/v1/worker/jobs/[^/]+/reproducer")  # its own body limit (service.api.app)
 
 router = APIRouter(
     prefix="/v1/worker",
@@ -168,6 +180,38 @@ def events(job_id: str, body: EventsIn, request: Request, _: WorkerToken) -> Res
         rows = [(event.kind, event.message, event.stage) for event in body.events]
         add_event_batch(session, job_id, body.run_id, body.batch, rows)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put(
+    "/jobs/{job_id}/reproducer",
+    response_model=ReproducerStored,
+    responses={
+        200: {"description": "Stored; the address its user downloads it at"},
+        413: {"description": "Larger than the service's max_reproducer_bytes"},
+    },
+    summary="Store the job's reproducer (a gzipped tar; the body is the file)",
+)
+async def put_reproducer(job_id: str, run_id: str, request: Request, _: WorkerToken) -> ReproducerStored:
+    settings = get_settings(request)
+
+    def held() -> None:
+        with get_db(request).session() as session:
+            _held(session, job_id, run_id)
+
+    await run_in_threadpool(held)
+    limit = settings.max_reproducer_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            f"the reproducer ({declared} bytes) is over the service's {limit} bytes (max_reproducer_bytes)",
+        )
+    try:
+        size = await store_reproducer(settings.data_dir, job_id, request.stream(), limit)
+    except ReproducerTooLarge as exc:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"{exc} (max_reproducer_bytes)") from None
+    base = settings.public_url or str(request.base_url)
+    return ReproducerStored(url=f"{base.rstrip('/')}/v1/jobs/{job_id}/reproducer", bytes=size)
 
 
 @router.get("/jobs/{job_id}/cancel", summary="Whether the job's cancellation was asked for")

@@ -8,6 +8,7 @@ real SQLite file migrated with Alembic; the project comes from an uploaded archi
 from __future__ import annotations
 
 import json
+import tarfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from service.db.models import Job, JobEvent
 from service.db.session import Database
 from service.deliveries import new_deliveries
 from service.jobs import submit
+from service.reproducers import reproducer_path
 from service.settings import ServiceSettings
 from tests.service.conftest import WORKER_TOKEN, project_archive, serve
 from tests.support.fake_github import FakeGitHub
@@ -209,3 +211,56 @@ def test_the_jobs_reproducer_goes_on_a_branch_of_its_own(
     assert "examples/transpose_bank/transpose.cu" in files  # on top of the rewrite
     assert f"git fetch origin {branch}" in pull["body"]
     assert "intelliperf replay .intelliperf/reproducer" in pull["body"]
+
+
+def reproducer_job(db: Database, api: ServiceClient, github: FakeGitHub) -> tuple[str, Job, list[str]]:
+    job_id, delivery = queue_job(db, github)
+    job_runner = runner(api, github)
+    job_runner.executor = EngineWithReproducer(json.loads(REPORT.read_text()))
+    assert job_runner.run(job_id, delivery) == "succeeded"
+    job, events = outcome(db, job_id)
+    return job_id, job, events
+
+
+def test_the_service_keeps_the_reproducer_and_the_body_names_it(
+    db: Database, api: ServiceClient, github: FakeGitHub, settings: ServiceSettings
+) -> None:
+    job_id, _, events = reproducer_job(db, api, github)
+    url = f"{api.http.base_url}/v1/jobs/{job_id}/reproducer"
+    [stored] = [e for e in events if e.startswith("reproducer stored")]
+    assert stored.endswith(url)
+    [pull] = github.pulls("acme/kernels")
+    assert f"It is also kept with the job: {url}" in pull["body"]
+    with tarfile.open(reproducer_path(settings.data_dir, job_id)) as archive:
+        captures = ROOT / "tests" / "fixtures" / "captures" / "block_sum"
+        member = archive.extractfile("reproducer/candidate.bin")
+        assert member is not None and member.read() == (captures / "fixed_good.bin").read_bytes()
+
+
+def test_a_reproducer_too_large_to_push_is_linked_from_the_service(
+    db: Database, api: ServiceClient, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("worker.pull_request.REPRODUCER_LIMIT", 1024)
+    job_id, job, _ = reproducer_job(db, api, github)
+    [pull] = github.pulls("acme/kernels")
+    assert not any(ref.endswith("-reproducer") for ref in github.repositories["acme/kernels"].refs)
+    body = pull["body"]
+    assert "Not attached: the reproducer (" in body and "is over the 0 MiB a pull request carries." in body
+    url = f"{api.http.base_url}/v1/jobs/{job_id}/reproducer"
+    assert f"-o reproducer.tar.gz {url}" in body and "intelliperf replay reproducer" in body
+    assert job.report is not None and not job.report["warnings"]
+
+
+def test_a_reproducer_the_service_refuses_leaves_a_warning_and_the_pull_request(
+    db: Database, github: FakeGitHub, settings: ServiceSettings
+) -> None:
+    small = settings.model_copy(update={"max_reproducer_bytes": 100})
+    with serve(small, dispatch=False) as live, ServiceClient(live.url, WORKER_TOKEN, retry_s=5) as api:
+        _, job, events = reproducer_job(db, api, github)
+    assert job.status == "succeeded" and job.pr_url is not None
+    assert job.report is not None
+    [warning] = job.report["warnings"]
+    assert warning.startswith("storing the reproducer failed:") and "413" in warning
+    assert f"{warning}" in events
+    [pull] = github.pulls("acme/kernels")
+    assert "It is also kept with the job" not in pull["body"] and "-reproducer" in pull["body"]

@@ -1,0 +1,54 @@
+"""benchmarks/loop.py on the CPU: the judge's fields of a recorded report, and the pull request it opens on
+the fake GitHub (tests/support/fake_github.py) with the reproducer or a reason why none went with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from accordo.reproducer import REPRODUCER_FILES
+from benchmarks.loop import checks_text, judge_fields, open_pull
+from intelliperf.contract import Report
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = ROOT / "benchmarks" / "results" / "loop" / "transpose_bank" / "report.json"
+
+
+def recorded() -> Report:
+    return Report.model_validate_json(RECORDED.read_text())
+
+
+def test_the_judges_fields_come_from_the_best_attempt() -> None:
+    report = recorded()
+    best = report.best_attempt
+    assert best is not None and best.validation is not None
+    fields = judge_fields(report)
+    assert fields["checks"] == {c.name: c.outcome for c in best.validation.checks}
+    assert fields["reproducer"] == (report.best is not None and report.best.reproducer is not None)
+    isolated = best.validation.isolated_speedup
+    assert fields["isolated_speedup"] == (round(isolated.median, 4) if isolated else None)
+
+
+def test_the_table_names_checks_that_did_not_pass_and_the_pull_requests_reproducer() -> None:
+    row = {"checks": {"end_to_end": "passed", "replay": "skipped"}, "pull_request_reproducer": True}
+    assert checks_text(row) == "end_to_end replay=skipped / PR with reproducer"
+    assert checks_text({"checks": {}}) == ""
+
+
+def test_the_pull_request_carries_the_reproducer_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "reproducer"
+    folder.mkdir()
+    for name in REPRODUCER_FILES:
+        (folder / name).write_bytes(name.encode() * 10)
+    row = open_pull("transpose_bank", recorded(), folder, tmp_path)
+    assert row["pull_request_reproducer"] is True
+    body = (tmp_path / "pull_request.md").read_text()
+    assert "### Reproducer" in body and "intelliperf replay .intelliperf/reproducer" in body
+    assert row["pull_request"].endswith("/pull/1")
+
+
+def test_without_a_reproducer_the_body_says_why(tmp_path: Path) -> None:
+    row = open_pull("transpose_bank", recorded(), tmp_path / "none", tmp_path)
+    assert row["pull_request_reproducer"] is False
+    assert row["pull_request_reproducer_note"].startswith("Not attached:")
+    assert json.dumps(row)  # the row goes into loop.json as it is
