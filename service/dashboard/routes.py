@@ -32,6 +32,7 @@ from service.db.models import Job
 from service.events import event_stream_response
 from service.jobs import get_job
 from service.kernel_samples import list_kernels
+from service.reproducers import reproducer_path
 
 __all__ = ["router"]
 
@@ -104,7 +105,11 @@ def job_page(
         if view is None:
             return render("missing.html", status.HTTP_404_NOT_FOUND, principal=principal, job_id=job_id)
         template = "_job.html" if part else "job.html"
-        return render(template, principal=principal, view=view, job=view.job, report=view.report)
+        kept = reproducer_path(get_settings(request).data_dir, view.job.id)
+        reproducer = kept.stat().st_size if kept.is_file() else None
+        return render(
+            template, principal=principal, view=view, job=view.job, report=view.report, reproducer=reproducer
+        )
 
 
 @router.get("/kernels")
@@ -177,6 +182,17 @@ def job_diff(request: Request, principal: DataPrincipal, job_id: str) -> PlainTe
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no diff (it is {job.status})")
     headers = {"Content-Disposition": f'attachment; filename="intelliperf-{job.id}.diff"'}
     return PlainTextResponse(job.diff, media_type="text/x-diff", headers=headers)
+
+
+@router.get("/jobs/{job_id}/reproducer.tar.gz")
+def job_reproducer(request: Request, principal: DataPrincipal, job_id: str) -> FileResponse:
+    job = _job(request, principal, job_id)
+    kept = reproducer_path(get_settings(request).data_dir, job.id)
+    if not kept.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no reproducer (it is {job.status})")
+    return FileResponse(
+        kept, media_type="application/gzip", filename=f"intelliperf-reproducer-{job.id}.tar.gz"
+    )
 
 
 @router.get("/static/dashboard/{name}")

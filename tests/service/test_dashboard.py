@@ -18,6 +18,7 @@ from service.dashboard.session import COOKIE
 from service.db.models import Job
 from service.db.session import Database
 from service.jobs import add_event, finish
+from service.reproducers import reproducer_path
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN, LiveService, serve
 
@@ -285,3 +286,32 @@ def test_the_cookie_is_secure_behind_a_tls_proxy(
         )
         dropped = [part.strip().lower() for part in logout.headers["set-cookie"].split(";")]
         assert ("secure" in dropped) is expected
+
+
+def test_the_job_page_offers_the_reproducer_the_service_keeps(live: LiveService, database: Database) -> None:
+    mine = submit(live, "acme/kernels", command="./mine")
+    theirs = submit(live, "other/secret-repo", command="./theirs")
+    kept = {}
+    for job_id in (mine, theirs):
+        path = reproducer_path(live.settings.data_dir, job_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept[job_id] = f"reproducer of {job_id}".encode() * 60_000
+        path.write_bytes(kept[job_id])
+    bare = submit(live, "acme/kernels", command="./bare")
+    with database.session() as session:
+        _, secret = create_token(session, "acme-ci", ["acme/*"])
+    with login(live, secret) as client:
+        page = client.get(f"/jobs/{mine}").text
+        live_part = client.get(f"/jobs/{mine}?part=live").text
+        download = client.get(f"/jobs/{mine}/reproducer.tar.gz")
+        assert client.get(f"/jobs/{theirs}/reproducer.tar.gz").status_code == 404  # another scope's job
+        assert client.get(f"/jobs/{bare}/reproducer.tar.gz").status_code == 404  # none kept
+        assert 'id="reproducer"' not in client.get(f"/jobs/{bare}").text
+    with browser(live) as anonymous:
+        assert anonymous.get(f"/jobs/{mine}/reproducer.tar.gz").status_code == 401
+    size = f"{len(kept[mine]) / 2**20:.1f} MiB"
+    for text in (page, live_part):
+        assert f'href="/jobs/{mine}/reproducer.tar.gz"' in text and size in text
+        assert "intelliperf replay reproducer" in text
+    assert download.status_code == 200 and download.content == kept[mine]
+    assert f'filename="intelliperf-reproducer-{mine}.tar.gz"' in download.headers["content-disposition"]
