@@ -11,7 +11,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-__all__ = ["ReproducerTooLarge", "reproducer_path", "store_reproducer"]
+from fastapi import HTTPException, status
+from fastapi.responses import FileResponse
+
+from service.db.models import Job
+
+__all__ = ["ReproducerTooLarge", "reproducer_download", "reproducer_path", "store_reproducer"]
 
 
 class ReproducerTooLarge(ValueError):
@@ -40,3 +45,13 @@ async def store_reproducer(data_dir: Path, job_id: str, chunks: AsyncIterator[by
     finally:
         partial.unlink(missing_ok=True)
     return size
+
+
+def reproducer_download(data_dir: Path, job: Job) -> FileResponse:
+    """The job's reproducer as a download (the API's and the dashboard's); 404 when it has none."""
+    path = reproducer_path(data_dir, job.id)
+    if not path.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job.id} has no reproducer (it is {job.status})")
+    return FileResponse(
+        path, media_type="application/gzip", filename=f"intelliperf-reproducer-{job.id}.tar.gz"
+    )

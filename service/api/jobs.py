@@ -40,7 +40,7 @@ from service.jobs import (
     submit,
 )
 from service.kernel_samples import compare_job_to_base
-from service.reproducers import reproducer_path
+from service.reproducers import reproducer_download
 from service.secrets import SECRET_HEADERS, SecretBox, store_secrets
 from service.settings import ServiceSettings
 
@@ -511,12 +511,7 @@ def read_diff(request: Request, principal: CurrentPrincipal, job_id: str) -> Pla
 )
 def read_reproducer(request: Request, principal: CurrentPrincipal, job_id: str) -> FileResponse:
     job = _job_or_404(request, principal, job_id)
-    path = reproducer_path(get_settings(request).data_dir, job.id)
-    if not path.is_file():
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no reproducer (it is {job.status})")
-    return FileResponse(
-        path, media_type="application/gzip", filename=f"intelliperf-reproducer-{job.id}.tar.gz"
-    )
+    return reproducer_download(get_settings(request).data_dir, job)
 
 
 @router.post(

@@ -32,7 +32,7 @@ from service.db.models import Job
 from service.events import event_stream_response
 from service.jobs import get_job
 from service.kernel_samples import list_kernels
-from service.reproducers import reproducer_path
+from service.reproducers import reproducer_download, reproducer_path
 
 __all__ = ["router"]
 
@@ -187,12 +187,7 @@ def job_diff(request: Request, principal: DataPrincipal, job_id: str) -> PlainTe
 @router.get("/jobs/{job_id}/reproducer.tar.gz")
 def job_reproducer(request: Request, principal: DataPrincipal, job_id: str) -> FileResponse:
     job = _job(request, principal, job_id)
-    kept = reproducer_path(get_settings(request).data_dir, job.id)
-    if not kept.is_file():
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} has no reproducer (it is {job.status})")
-    return FileResponse(
-        kept, media_type="application/gzip", filename=f"intelliperf-reproducer-{job.id}.tar.gz"
-    )
+    return reproducer_download(get_settings(request).data_dir, job)
 
 
 @router.get("/static/dashboard/{name}")
