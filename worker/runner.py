@@ -186,13 +186,15 @@ class JobRunner:
     ) -> tuple[str | None, dict[str, object]]:
         """The job's reproducer stored with the service (its download address), or None when there is none
         or storing it failed: a failure never loses the result, the report gains a warning."""
-        tarball = pack_reproducer(folder, scratch / "reproducer.tar.gz") if folder.is_dir() else None
-        if tarball is None:
+        if not folder.is_dir():
             return None, report
         self._event("stage", "storing the reproducer", "reproducer")
         try:
+            tarball = pack_reproducer(folder, scratch / "reproducer.tar.gz")
+            if tarball is None:
+                return None, report
             stored = self.service.reproducer(job_id, self.heartbeat.run_id, tarball)
-        except ServiceError as exc:
+        except (ServiceError, OSError) as exc:
             log.warning("job %s: storing the reproducer failed: %s", job_id, exc)
             self._event("log", f"storing the reproducer failed: {exc}", "reproducer")
             warnings = [*(report.get("warnings") or []), f"storing the reproducer failed: {exc}"]  # type: ignore[misc]

@@ -264,3 +264,17 @@ def test_a_reproducer_the_service_refuses_leaves_a_warning_and_the_pull_request(
     assert f"{warning}" in events
     [pull] = github.pulls("acme/kernels")
     assert "It is also kept with the job" not in pull["body"] and "-reproducer" in pull["body"]
+
+
+def test_a_reproducer_that_cannot_be_packed_leaves_a_warning_and_the_result(
+    db: Database, api: ServiceClient, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(folder: Path, tarball: Path) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("worker.runner.pack_reproducer", disk_full)
+    _, job, events = reproducer_job(db, api, github)
+    assert (job.status, job.outcome) == ("succeeded", "success") and job.pr_url is not None
+    assert job.report is not None
+    assert job.report["warnings"] == ["storing the reproducer failed: [Errno 28] No space left on device"]
+    assert job.report["warnings"][0] in events
