@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accordo.reproducer import REPRODUCER_FILES
 from intelliperf.contract import JobSpec
 from intelliperf.contract.report import Report
 from intelliperf.repository_hosts import repository_name as parse_repository_name
 from intelliperf.summary import render_summary
+from worker.reproducer_archive import reproducer_paths
 
 if TYPE_CHECKING:
     from github.Repository import Repository
@@ -455,10 +455,8 @@ class _Writer:
 
 def _reproducer_files(folder: Path | None) -> tuple[dict[str, bytes], str | None]:
     """The reproducer's files to push, or none with why (None: there is no reproducer)."""
-    if folder is None or not folder.is_dir():
-        return {}, None
-    paths = [folder / name for name in REPRODUCER_FILES]
-    if not all(p.is_file() and not p.is_symlink() for p in paths):
+    paths = reproducer_paths(folder)
+    if paths is None:
         return {}, None
     size = sum(p.stat().st_size for p in paths)
     if size > REPRODUCER_LIMIT:

@@ -8,17 +8,22 @@ from pathlib import Path
 
 from accordo.reproducer import REPRODUCER_FILES
 
-__all__ = ["ARCHIVE_FOLDER", "pack_reproducer"]
+__all__ = ["ARCHIVE_FOLDER", "pack_reproducer", "reproducer_paths"]
 
 ARCHIVE_FOLDER = "reproducer"
 
 
-def pack_reproducer(folder: Path, tarball: Path) -> Path | None:
-    """``folder``'s reproducer files as the gzipped tar ``tarball``; None when the folder holds no complete
-    reproducer (no file of it is followed through a link)."""
-    paths = [folder / name for name in REPRODUCER_FILES]
-    if not all(p.is_file() and not p.is_symlink() for p in paths):
+def reproducer_paths(folder: Path | None) -> list[Path] | None:
+    """The reproducer's files in ``folder``, or None when it holds no complete reproducer (each file must be a
+    regular file of its own: none is followed through a link)."""
+    if folder is None or not folder.is_dir():
         return None
+    paths = [folder / name for name in REPRODUCER_FILES]
+    return paths if all(p.is_file() and not p.is_symlink() for p in paths) else None
+
+
+def pack_reproducer(paths: list[Path], tarball: Path) -> Path:
+    """The reproducer's files (``reproducer_paths``) as the gzipped tar ``tarball``."""
     with tarfile.open(tarball, "w:gz", compresslevel=1) as archive:  # captures are mostly float noise
         for path in paths:
             archive.add(path, arcname=f"{ARCHIVE_FOLDER}/{path.name}", recursive=False)

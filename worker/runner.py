@@ -23,7 +23,7 @@ from worker.executor import REPRODUCER, EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.job_events import EventSender
 from worker.pull_request import DEFAULT_API_URL, GitHubTarget, PullRequestError, open_pull_request
-from worker.reproducer_archive import pack_reproducer
+from worker.reproducer_archive import pack_reproducer, reproducer_paths
 from worker.scratch import job_scratch
 from worker.service_client import NotDelivered, ServiceClient, ServiceError
 from worker.source import SourceError, checkout, from_archive
@@ -186,13 +186,12 @@ class JobRunner:
     ) -> tuple[str | None, dict[str, object]]:
         """The job's reproducer stored with the service (its download address), or None when there is none
         or storing it failed: a failure never loses the result, the report gains a warning."""
-        if not folder.is_dir():
+        paths = reproducer_paths(folder)
+        if paths is None:
             return None, report
         self._event("stage", "storing the reproducer", "reproducer")
         try:
-            tarball = pack_reproducer(folder, scratch / "reproducer.tar.gz")
-            if tarball is None:
-                return None, report
+            tarball = pack_reproducer(paths, scratch / "reproducer.tar.gz")
             stored = self.service.reproducer(job_id, self.heartbeat.run_id, tarball)
         except (ServiceError, OSError) as exc:
             log.warning("job %s: storing the reproducer failed: %s", job_id, exc)

@@ -17,7 +17,7 @@ from service.settings import ServiceSettings
 from tests.service.conftest import WORKER_TOKEN, serve
 from tests.service.test_worker_api import deliver
 from tests.service.test_worker_flow import submit
-from worker.reproducer_archive import pack_reproducer
+from worker.reproducer_archive import pack_reproducer, reproducer_paths
 from worker.service_client import JobNotHeld, ServiceClient, ServiceError
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -29,9 +29,9 @@ def reproducer(tmp_path: Path, payload: bytes = b"") -> Path:
     for name, data in (("reference.bin", b"R" * 4096 + payload), ("candidate.bin", b"C" * 4096)):
         (folder / name).write_bytes(data)
     (folder / "reproducer.json").write_text('{"kernel": "k", "launch": 1}\n')
-    tarball = pack_reproducer(folder, tmp_path / "reproducer.tar.gz")
-    assert tarball is not None
-    return tarball
+    paths = reproducer_paths(folder)
+    assert paths is not None
+    return pack_reproducer(paths, tmp_path / "reproducer.tar.gz")
 
 
 def test_the_holding_run_stores_it_and_the_jobs_user_downloads_it(

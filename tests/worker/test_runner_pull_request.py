@@ -269,7 +269,7 @@ def test_a_reproducer_the_service_refuses_leaves_a_warning_and_the_pull_request(
 def test_a_reproducer_that_cannot_be_packed_leaves_a_warning_and_the_result(
     db: Database, api: ServiceClient, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(folder: Path, tarball: Path) -> Path:
+    def disk_full(paths: list[Path], tarball: Path) -> Path:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("worker.runner.pack_reproducer", disk_full)
