@@ -39,10 +39,10 @@ __all__ = [
 
 MAGIC = b"ACCORDO1"
 VERSION = 1
-NO_LAUNCH = 0xFFFFFFFFFFFFFFFF
+NO_LAUNCH = 0xFFFFFFFFFFFFFFFF  # the all-ones u64: an ERROR record about no one launch
 
 REC_LAUNCH, REC_BUFFER, REC_TIME, REC_ERROR, REC_END, REC_SAME, REC_SHAPE, REC_MODULE = 1, 2, 3, 4, 5, 6, 7, 8
-UNKNOWN = 0xFFFFFFFFFFFFFFFF  # a SHAPE field the driver did not say (persisting_l2) or no module seen
+UNKNOWN = NO_LAUNCH  # a SHAPE field the driver did not say (persisting_l2), or no module seen
 PARAM_KINDS = {0: "scalar", 1: "pointer", 2: "unavailable"}
 PHASES = {0: "before", 1: "after"}
 
@@ -520,13 +520,16 @@ def run_capture(
     env: Mapping[str, str] | None = None,
     timeout_s: float,
     max_bytes: int | None = None,
+    budget_bytes: int | None = None,
     library: str | os.PathLike[str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     restore: str | os.PathLike[str] | None = None,
 ) -> CaptureRun:
     """Run ``cmd`` with buffer capture for the kernels whose mangled or demangled name matches
     ``kernel_regex`` (ECMAScript syntax, searched, not anchored). ``restore``: a folder ``write_restore``
-    made; each launch then runs on the inputs it holds for that launch.
+    made; each launch then runs on the inputs it holds for that launch. ``max_bytes`` caps each snapshot
+    (ACCORDO_MAX_BYTES); ``budget_bytes`` bounds the capture's snapshots (ACCORDO_CAPTURE_BUDGET): a
+    program that makes the kernel read more raises CaptureBudgetError.
 
     A crash or timeout is returned (``status``), not raised. Raises AppError when the program cannot be
     started, ProfileError when it exited cleanly but wrote no capture (or the capture reports a setup
@@ -538,6 +541,8 @@ def run_capture(
         raise ValueError("kernel_regex must not be empty")
     if max_bytes is not None and max_bytes <= 0:
         raise ValueError("max_bytes must be positive")
+    if budget_bytes is not None and budget_bytes <= 0:
+        raise ValueError("budget_bytes must be positive")
     if library is None:
         from accordo.build import native_library
 
@@ -547,6 +552,8 @@ def run_capture(
     extra = {"ACCORDO_KERNEL": kernel_regex, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     if max_bytes is not None:
         extra["ACCORDO_MAX_BYTES"] = str(int(max_bytes))
+    if budget_bytes is not None:
+        extra["ACCORDO_CAPTURE_BUDGET"] = str(int(budget_bytes))
     if restore is not None:
         extra["ACCORDO_RESTORE"] = str(Path(restore).resolve())
 
@@ -560,6 +567,29 @@ def run_capture(
         app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
         captures = tuple(read_capture(p) for p in sorted(out_dir.glob("capture-*.bin")))
     return _judge(app, captures, kernel_regex, timeout_s)
+
+
+BUDGET_ERROR = "capture budget:"  # how accordo/native/capture.cpp starts the ERROR record of a launch over it
+
+
+class CaptureBudgetError(ProfileError):
+    """The kernel's launches read more than the capture budget allows."""
+
+
+def over_budget(captures: Sequence[Capture]) -> CaptureBudgetError | None:
+    """The error to raise when a launch of ``captures`` went uncaptured for the budget, else None."""
+    for capture in captures:
+        for error in capture.errors:
+            if error.seq is not None and error.message.startswith(BUDGET_ERROR):
+                launch = next((x for x in capture.launches if x.seq == error.seq), None)
+                which = f"launch {launch.launch_index + 1} of {launch.demangled}" if launch else "a launch"
+                return CaptureBudgetError(
+                    f"{which} was not captured: {error.message.removeprefix(BUDGET_ERROR).strip()}",
+                    hint="the kernel reads more than the capture budget over the run: run the program with "
+                    "fewer launches or smaller inputs for validation, or raise the budget "
+                    "(INTELLIPERF_CAPTURE_BUDGET_BYTES)",
+                )
+    return None
 
 
 def _judge(app: AppRun, captures: tuple[Capture, ...], kernel_regex: str, timeout_s: float) -> CaptureRun:
@@ -582,6 +612,9 @@ def _judge(app: AppRun, captures: tuple[Capture, ...], kernel_regex: str, timeou
         setup_errors = [e.message for c in captures for e in c.errors if e.seq is None]
         if not capture.launches and setup_errors:
             raise ProfileError("the capture failed: " + "; ".join(setup_errors), log_tail=notes or None)
+        over = over_budget(captures)
+        if over is not None:
+            raise over
         if not capture.launches:
             raise KernelNotFoundError(
                 f"no launched kernel matched {kernel_regex!r}",

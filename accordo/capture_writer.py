@@ -17,6 +17,8 @@ from types import TracebackType
 
 from .capture import (
     MAGIC,
+    PARAM_KINDS,
+    PHASES,
     REC_BUFFER,
     REC_END,
     REC_ERROR,
@@ -35,8 +37,8 @@ from .capture import (
 
 __all__ = ["CaptureWriter", "write_capture"]
 
-_KINDS = {"scalar": 0, "pointer": 1, "unavailable": 2}
-_PHASES = {"before": 0, "after": 1}
+_KINDS = {name: code for code, name in PARAM_KINDS.items()}
+_PHASES = {name: code for code, name in PHASES.items()}
 
 
 def _text(value: str) -> bytes:

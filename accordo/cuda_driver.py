@@ -20,6 +20,28 @@ CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # above this a kernel must opt in (cuFuncSetAttribute)
 
+# One thread spinning on the global timer for the nanoseconds it is given. Queued before a timed launch, it
+# keeps the stream busy while the host queues the event-launch-event triple, so the events bracket the
+# kernel and not the host's launch overhead (a few microseconds through ctypes, more than a short kernel).
+SPIN_PTX = """.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry intelliperf_spin(.param .u64 ns)
+{
+    .reg .pred %p;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [ns];
+    mov.u64 %rd2, %globaltimer;
+SPIN:
+    mov.u64 %rd3, %globaltimer;
+    sub.u64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p, %rd4, %rd1;
+    @%p bra SPIN;
+    ret;
+}
+"""
+SPIN_KERNEL = "intelliperf_spin"
+
 
 class DriverError(RuntimeError):
     """A CUDA driver call failed."""
@@ -43,6 +65,7 @@ class Driver:
         stream = ctypes.c_void_p()
         self._call("cuStreamCreate", ctypes.byref(stream), ctypes.c_uint(CU_STREAM_NON_BLOCKING))
         self.stream = stream
+        self._spin: ctypes.c_void_p | None = None
 
     def _call(self, name: str, *args: object) -> None:
         result = getattr(self._cuda, name)(*args)
@@ -144,6 +167,12 @@ class Driver:
             pointers,
             None,
         )
+
+    def hold(self, ns: int) -> None:
+        """Queue a kernel that keeps the stream busy for ``ns`` nanoseconds (SPIN_PTX)."""
+        if self._spin is None:
+            self._spin = self.load_function(SPIN_PTX.encode(), SPIN_KERNEL)
+        self.launch(self._spin, (1, 1, 1), (1, 1, 1), 0, [ctypes.c_uint64(ns).value.to_bytes(8, "little")])
 
     def synchronize(self) -> None:
         self._call("cuStreamSynchronize", self.stream)

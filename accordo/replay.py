@@ -12,7 +12,9 @@ to the new allocations (same offsets) and launches the kernel with the captured 
   another kernel or on another stream inside the captured launch does not count.
 * ``time``: one launch of a reference capture and the same launch of a candidate capture, timed
   alternately with CUDA events around each launch, inputs restored before every launch; ``cold`` flushes
-  L2 before each launch (a write of twice its size), ``warm`` does not.
+  L2 before each launch (a write of twice its size, queued right before the kernel), ``warm`` does not. A
+  spin kernel holds the stream while the host queues each flush-event-launch-event sequence, so a short
+  kernel's time holds no host launch overhead.
 
 It cannot replay (``replay_problem``) a launch without SHAPE or MODULE (a capture from an older library),
 one made inside a CUDA graph capture, one with a parameter whose value was unavailable, or one whose
@@ -46,6 +48,7 @@ __all__ = ["Prepared", "prepare", "replay_outputs", "replay_problem", "replay_ti
 
 MAX_ITERATIONS = 1000
 MIN_ITERATIONS = 10
+HOLD_NS = 200_000  # the stream held while the host queues one timed launch (ctypes: tens of microseconds)
 
 
 def replay_problem(capture: Capture, launch: Launch) -> str | None:
@@ -103,18 +106,21 @@ class Prepared:
             driver.free(a.pristine)
 
 
-def prepare(
-    driver: Driver, capture: Capture, launch: Launch, functions: dict[int, ctypes.c_void_p]
-) -> Prepared:
-    """Load ``launch``'s kernel (once per module: ``functions``) and its inputs onto the device."""
+Functions = dict[tuple[int, str], ctypes.c_void_p]  # loaded kernels by (module index, mangled name)
+
+
+def prepare(driver: Driver, capture: Capture, launch: Launch, functions: Functions) -> Prepared:
+    """Load ``launch``'s kernel (once per module and name: ``functions``) and its inputs onto the device.
+    A module holds many kernels (a template's instantiations), so the name is part of the key."""
     problem = replay_problem(capture, launch)
     if problem is not None:
         raise ValueError(problem)
     module = capture.module_of(launch)
     assert module is not None and launch.shape is not None
-    if module.index not in functions:
-        functions[module.index] = driver.load_function(module.image, launch.name)
-    function = functions[module.index]
+    key = (module.index, launch.name)
+    if key not in functions:
+        functions[key] = driver.load_function(module.image, launch.name)
+    function = functions[key]
     driver.allow_dynamic_shared(function, launch.shape.dynamic_shared)
 
     allocations: dict[int, _Allocation] = {}
@@ -146,7 +152,7 @@ def replay_outputs(capture_path: Path, out_path: Path, driver: Driver) -> dict[s
         problem = replay_problem(capture, launch)
         if problem is not None:
             return {"problem": problem}
-    functions: dict[int, ctypes.c_void_p] = {}
+    functions: Functions = {}
     with CaptureWriter(out_path) as writer:
         for module in capture.modules:
             writer.module(module, module.index)
@@ -201,7 +207,8 @@ def replay_times(
         for side in order:
             for flavour in ("cold", "warm"):
                 sides[side].restore(driver)
-                if flavour == "cold":
+                driver.hold(HOLD_NS)
+                if flavour == "cold":  # right before the kernel, its dirty lines left in L2 as in an app
                     driver.fill(flush, iteration & 0xFF, flush_bytes)
                 driver.record(start)
                 sides[side].run(driver)

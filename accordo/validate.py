@@ -27,7 +27,7 @@ from pathlib import Path
 from intelliperf.contract.report import JudgeCheck, Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
-from .capture import Capture, CaptureRun, run_capture, write_restore
+from .capture import Capture, CaptureBudgetError, CaptureRun, run_capture, write_restore
 from .capture_writer import write_capture
 from .compare import (
     DEFAULT_ALPHA,
@@ -80,6 +80,7 @@ class ValidationOptions:
     default_element: str = "float32"  # when the kernel name carries no signature
     measure: bool = True
     max_bytes: int | None = None  # cap per snapshot (ACCORDO_MAX_BYTES)
+    capture_budget_bytes: int | None = None  # bound on a capture's snapshots (None: the library's 8 GiB)
     timer: Timer = "events"  # kernel-time instrument for the speedup (accordo.speedup says why)
     warmup_launches: int = 1  # first launches of the kernel per run left out of the speedup
     probes: bool = True  # run the reference and candidates on NaN-filled outputs and fresh inputs
@@ -324,6 +325,7 @@ def _capture_settings(
         "env": env,
         "timeout_s": options.timeout_s,
         "max_bytes": options.max_bytes,
+        "budget_bytes": options.capture_budget_bytes,
         "library": library,
     }
 
@@ -353,6 +355,14 @@ def _capture_candidate(
             passed=False,
             failure="no_launch",
             reason=f"the candidate ran to completion but never launched a kernel matching {kernel!r}",
+            **options.bounds,
+        )
+    except CaptureBudgetError as exc:
+        return ValidationResult(
+            kernel=kernel,
+            passed=False,
+            failure="over_budget",
+            reason=f"the candidate's kernel reads more than the reference's fit in: {exc.message}",
             **options.bounds,
         )
     return _candidate_failure(kernel, run, options) or run

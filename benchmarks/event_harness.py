@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `accordo` importable
     sys.path.insert(0, str(ROOT))
 
 from accordo.capture import Launch  # noqa: E402
+from accordo.cuda_driver import SPIN_KERNEL, SPIN_PTX  # noqa: E402
 
 __all__ = [
     "EventHarness",
@@ -183,27 +184,6 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], list[Any]]] = {
         [_p, _uint, _uint, _uint, _uint, _uint, _uint, _uint, _p, ctypes.POINTER(_p), ctypes.POINTER(_p)],
     ),
 }
-
-
-# One thread spinning on the global timer for the nanoseconds it is given. Launched before the timed
-# launches, it keeps the GPU busy while the host queues them, so no event pair brackets host overhead.
-_SPIN_PTX = """.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry intelliperf_spin(.param .u64 ns)
-{
-    .reg .pred %p;
-    .reg .b64 %rd<5>;
-    ld.param.u64 %rd1, [ns];
-    mov.u64 %rd2, %globaltimer;
-SPIN:
-    mov.u64 %rd3, %globaltimer;
-    sub.u64 %rd4, %rd3, %rd2;
-    setp.lt.u64 %p, %rd4, %rd1;
-    @%p bra SPIN;
-    ret;
-}
-"""
 QUEUE_NS_PER_LAUNCH = 60_000  # generous host time to queue one event-launch-event triple from Python
 
 
@@ -497,12 +477,12 @@ class EventHarness:
         self.driver.call("cuMemsetD8", self._flush[0], salt & 0xFF, nbytes)
 
     def _hold_gpu(self, ns: int) -> None:
-        """Queue a kernel that keeps the GPU busy for ``ns`` nanoseconds (see _SPIN_PTX)."""
+        """Queue a kernel that keeps the GPU busy for ``ns`` nanoseconds (accordo.cuda_driver.SPIN_PTX)."""
         if self._spin is None:
             with tempfile.TemporaryDirectory(prefix="event-harness-") as tmp:
                 ptx = Path(tmp) / "spin.ptx"
-                ptx.write_text(_SPIN_PTX)
-                self._spin = self.load(ptx, "intelliperf_spin")
+                ptx.write_text(SPIN_PTX)
+                self._spin = self.load(ptx, SPIN_KERNEL)
         value = ctypes.c_uint64(ns)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(value), ctypes.c_void_p))
         self.driver.call("cuLaunchKernel", self._spin.function, 1, 1, 1, 1, 1, 1, 0, None, args, None)

@@ -12,8 +12,9 @@ A part's hash does not depend on file system order or file modes: sha256 over th
 name, tests and patterns as JSON) and then, for each covered file in sorted order, its relative POSIX path,
 a NUL byte, its byte length in decimal, a NUL byte, and its bytes.
 
-    # on the GPU machine (in the repository root): the stale parts, side by side (scripts/device-gpu-record)
+    # on the GPU machine (in the repository root): the stale parts, a queue a GPU (scripts/device-gpu-record)
     python -m benchmarks.gpu_record stale                      # prints their names
+    python -m benchmarks.gpu_record plan --gpus 4              # a line per GPU: the parts it runs in turn
     python -m benchmarks.gpu_record run --part loop --commit <sha> --out /tmp/gpu_part_loop.json
 
     # locally: put the parts' records into the record, then check it
@@ -104,6 +105,7 @@ DIAGNOSIS = (
 # the fixed examples judged against their originals (three shards: tests/support/fixed_examples.py)
 FIXED_EXAMPLES = (*ACCORDO, *EXAMPLES, "tests/support/fixed_examples.py")
 
+REPEAT_SUPPORT = "tests/support/repeat_example.py"  # the row norm example built, its reference captured
 LOOP_RUN = "tests/support/loop_run.py"  # `intelliperf run` with a scripted model
 
 PARTS: tuple[Part, ...] = (
@@ -167,10 +169,17 @@ PARTS: tuple[Part, ...] = (
         )
         for name, test in (
             ("loop", "tests/test_gpu_loop.py"),
+            ("loop_torch", "tests/test_gpu_loop_torch.py"),
             ("loop_unittest", "tests/test_gpu_loop_unittest.py"),
         )
     ),
-    Part("repeat", ("tests/accordo/test_gpu_repeat.py",), (*ACCORDO, *ENGINE, "examples/accordo_repeat/*")),
+    *(
+        Part(name, (test,), (*ACCORDO, *ENGINE, "examples/accordo_repeat/*", REPEAT_SUPPORT))
+        for name, test in (
+            ("repeat", "tests/accordo/test_gpu_repeat.py"),
+            ("repeat_twenty", "tests/accordo/test_gpu_repeat_twenty.py"),
+        )
+    ),
     Part(
         "replay",
         ("tests/accordo/test_gpu_replay.py",),
@@ -205,6 +214,7 @@ EXCLUDED_SUFFIXES = (".pyc", ".o", ".so", ".ncu-rep")
 EXCLUDED_NAMES = frozenset({"report.json"})
 
 PYTEST = ("-m", "pytest", "-v", "-p", "no:cacheprovider")  # -v: a line per test, so progress shows
+UNKNOWN_PART_S = 300.0  # a part's length, for plan_gpus, when no part was ever recorded
 COUNTS = ("passed", "failed", "skipped", "errors", "xfailed", "xpassed", "deselected", "warnings")
 # pytest's words in its summary line -> the record's keys
 WORDS = {"error": "errors", "warning": "warnings", **{key: key for key in COUNTS}}
@@ -443,6 +453,26 @@ def merge_parts(record: dict, part_records: list[dict], root: Path) -> dict:
     return merged
 
 
+def plan_gpus(record: dict, names: list[str], gpus: int) -> list[list[str]]:
+    """``names`` dealt to ``gpus`` queues, each run one part after another, so that the longest queue is
+    short: longest part first, each to the queue that ends soonest (a part's length is its last recorded
+    run's, stale or not; a part never recorded counts as the longest known)."""
+    entries = record.get("parts", {}) if record.get("format") == FORMAT else {}
+    known = {
+        name: float(entry["pytest"]["seconds"])
+        for name, entry in entries.items()
+        if isinstance(entry.get("pytest", {}).get("seconds"), int | float)
+    }
+    unknown = max(known.values(), default=UNKNOWN_PART_S)
+    queues: list[list[str]] = [[] for _ in range(max(gpus, 1))]
+    ends = [0.0] * len(queues)
+    for name in sorted(names, key=lambda n: -known.get(n, unknown)):
+        shortest = ends.index(min(ends))
+        queues[shortest].append(name)
+        ends[shortest] += known.get(name, unknown)
+    return queues
+
+
 def read_record(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -511,6 +541,18 @@ def cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    record = read_record(args.record)
+    unknown = sorted(set(args.parts) - set(PARTS_BY_NAME))
+    if unknown:
+        print(f"gpu_record plan: not parts of PARTS: {' '.join(unknown)}", file=sys.stderr)
+        return 2
+    names = args.parts or stale_parts(record, ROOT)
+    for queue in plan_gpus(record, names, args.gpus):
+        print(" ".join(queue))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -521,6 +563,10 @@ def parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="put parts' records into the record (replacing those parts only)")
     merge.add_argument("parts", nargs="+", type=Path)
     merge.add_argument("--record", type=Path, default=RECORD)
+    plan = sub.add_parser("plan", help="deal parts (default: the stale ones) to GPUs, a line each")
+    plan.add_argument("parts", nargs="*")
+    plan.add_argument("--gpus", type=int, default=1)
+    plan.add_argument("--record", type=Path, default=RECORD)
     for name, help_ in (
         ("check", "exit 1 unless every part matches this checkout and passed"),
         ("stale", "print the names of the parts that must run again"),
@@ -532,7 +578,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    commands = {"run": cmd_run, "merge": cmd_merge, "check": cmd_check, "stale": cmd_stale}
+    commands = {"run": cmd_run, "merge": cmd_merge, "check": cmd_check, "stale": cmd_stale, "plan": cmd_plan}
     return commands[args.command](args)
 
 

@@ -520,6 +520,7 @@ def validate(
     from accordo.validate import validate as run_validation
     from intelliperf.console import render_validation
     from intelliperf.gpu.device import query_device
+    from intelliperf.settings import get_settings
 
     try:
         try:
@@ -534,6 +535,7 @@ def validate(
                 element_type=dtype,
                 measure=not no_timing,
                 timer=timer,  # type: ignore[arg-type]
+                capture_budget_bytes=get_settings().capture_budget_bytes,
             )
             reference_cmd, candidate_cmd = shlex.split(reference), shlex.split(candidate)
             kernel_pattern(kernel)

@@ -26,6 +26,12 @@ class Settings(BaseSettings):
         description="Limit on each run of the counter pass, seconds",
         validation_alias=AliasChoices("INTELLIPERF_COUNTERS_TIMEOUT_S", "INTELLIPERF_NCU_TIMEOUT_S"),
     )
+    capture_budget_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="Bound on the buffer bytes one validation capture writes (unset: Accordo's 8 GiB); a "
+        "program whose kernel reads more fails with a message saying so",
+    )
 
 
 @cache

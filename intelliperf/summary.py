@@ -167,12 +167,6 @@ def _target(report: Report, focus: Diagnosis | None) -> tuple[str, str] | None:
     return None
 
 
-def _best_attempt(report: Report) -> Attempt | None:
-    if report.best is None:
-        return None
-    return next((a for a in report.attempts if a.index == report.best.attempt), None)
-
-
 # --- sections -----------------------------------------------------------------------------------
 
 
@@ -448,7 +442,7 @@ def render_summary(report: Report) -> str:
         _regions(report),
     ]
     if report.best is not None:
-        attempt = _best_attempt(report)
+        attempt = report.best_attempt
         sections += [
             _speedup(report.best.speedup, attempt.validation if attempt else None),
             _metric(report.best),

@@ -1,7 +1,8 @@
 """The optimization loop end to end on the GPU: `intelliperf run` as a user runs it, its model a scripted
 server on 127.0.0.1 that answers garbage, then an edit that does not compile, then a wrong one, then the
 fix. Every verdict comes from a real build, Accordo on the GPU and Nsight Compute. (A rewrite judged by the
-project's own tests: tests/test_gpu_loop_unittest.py.)"""
+project's own tests: tests/test_gpu_loop_unittest.py; a PyTorch model's Triton kernel:
+tests/test_gpu_loop_torch.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, feedback_script, fixed_source, known_fix
+from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, feedback_script, fixed_source
 from intelliperf.contract import Report
 from tests.support.loop_run import KEY, ROOT, run_scripted
 from tests.support.scripted_llm import ScriptedLLM
@@ -60,30 +61,3 @@ def test_feedback_reaches_the_model_and_the_fix_is_written_back(tmp_path: Path) 
     assert f"{best.speedup.median:.2f}x" in summary and "```diff" in summary
     assert "Kernel alone, L2 flushed" in summary
     assert "attempt 1/6" in done.stderr and "attempt 4/6" in done.stderr
-
-
-def test_a_pytorch_model_gets_its_triton_kernel_rewritten_without_a_build(tmp_path: Path) -> None:
-    """torch_model: library kernels take most of the time; the loop rewrites the Triton kernel (and its
-    launch grid), judged by Accordo on cuLaunchKernelEx launches, with no build command."""
-    pytest.importorskip("triton")
-    project = tmp_path / "torch_model"
-    shutil.copytree(ROOT / "examples" / "torch_model", project)
-    source, _, fixed = fixed_source("torch_model")
-    with ScriptedLLM([known_fix("torch_model")], key=KEY) as server:
-        done = run_scripted(
-            server,
-            "-f", "auto", "-p", str(project), "--num_attempts", "1", "-o", str(tmp_path / "report.json"),
-            "--", "./model.py", "3",
-        )  # fmt: skip
-        prompt = "\n".join(message["content"] for message in server.requests[0]["messages"])
-    assert done.returncode == 0, done.stderr
-    report = Report.model_validate(json.loads((tmp_path / "report.json").read_text()))
-    assert report.selected is not None and report.selected.formula == "memoryAccess"
-    assert report.kernels[0].library and not report.kernels[1].library  # cuBLAS is hotter; not a target
-    assert report.passes.build_s is None
-    assert "Triton kernel" in prompt and "Cycles inside the kernel" in prompt
-    attempt = report.attempts[0]
-    assert attempt.status == "success", attempt.reason
-    assert "build" not in attempt.seconds
-    assert report.best is not None and report.best.speedup.low > 1.5
-    assert report.best.files == [source] and (project / source).read_text() != fixed  # not in place

@@ -26,6 +26,7 @@ from benchmarks.gpu_record import (
     parse_summary,
     part_args,
     part_hash,
+    plan_gpus,
     record_problems,
     stale_parts,
 )
@@ -325,6 +326,25 @@ def test_merge_refuses_a_stale_failed_or_unknown_part_record() -> None:
         merge_parts({}, [{**entry(ROOT, PARTS[0]), "part": "nope"}], ROOT)
 
 
+def seconds_record(**seconds: float) -> dict:
+    return {"format": FORMAT, "parts": {name: {"pytest": {"seconds": s}} for name, s in seconds.items()}}
+
+
+def test_plan_deals_the_longest_part_first_to_the_queue_that_ends_soonest() -> None:
+    record = seconds_record(a=400, b=300, c=200, d=100, e=250)
+    assert plan_gpus(record, ["d", "c", "b", "a"], 2) == [["a", "d"], ["b", "c"]]
+    assert plan_gpus(record, ["a", "b", "c", "d", "e"], 3) == [["a"], ["b", "d"], ["e", "c"]]
+    assert plan_gpus(record, ["a", "b"], 4) == [["a"], ["b"], [], []]
+    assert plan_gpus(record, ["c", "a"], 0) == [["a", "c"]]
+
+
+def test_plan_counts_a_part_never_recorded_as_the_longest_known() -> None:
+    record = seconds_record(a=400, b=300)
+    assert plan_gpus(record, ["b", "new", "a"], 2) == [["new", "b"], ["a"]]
+    assert plan_gpus({}, ["x", "y"], 2) == [["x"], ["y"]]
+    assert plan_gpus(seconds_record(a=10, c=50, b="n/a"), ["a", "b"], 1) == [["b", "a"]]
+
+
 # --- the command line -------------------------------------------------------------------------------------
 
 
@@ -378,6 +398,16 @@ def test_the_script_runs_standalone_outside_the_package(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_plan_cli_prints_a_line_per_gpu_and_refuses_an_unknown_part(tmp_path: Path) -> None:
+    record = tmp_path / "gpu_tests.json"
+    record.write_text(json.dumps(seconds_record(**{PARTS[0].name: 50, PARTS[1].name: 100})))
+    done = run_script("plan", "--gpus", "3", "--record", str(record), PARTS[0].name, PARTS[1].name)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{PARTS[1].name}\n{PARTS[0].name}\n\n"
+    refused = run_script("plan", "--gpus", "2", "--record", str(record), PARTS[0].name, "nope")
+    assert refused.returncode == 2 and "not parts of PARTS: nope" in refused.stderr
+
+
 def test_check_cli_fails_without_a_record(tmp_path: Path) -> None:
     assert run_script("check", "--record", str(tmp_path / "missing.json")).returncode == 1
 
@@ -428,3 +458,69 @@ def test_no_test_folder_is_named_gpu() -> None:
     (tests/intelliperf/backends/ holds the backends' tests for that reason)."""
     folders = {p.parent for p in (ROOT / "tests").rglob("test_*.py")}
     assert sorted(str(f.relative_to(ROOT)) for f in folders if "gpu" in f.relative_to(ROOT).parts) == []
+
+
+# --- scripts/device-gpu-record: queues of parts per GPU, a deadline -----------------------------------
+
+# Stands in for benchmarks/gpu_record.py on the GPU machine: `plan` deals the parts in turn, `run` notes
+# its GPU and times, sleeping as long as PART_SLEEP says, instead of running a part's GPU tests.
+STUB = """
+import json, os, sys, time
+command, rest = sys.argv[1], sys.argv[2:]
+if command == "plan":
+    gpus, parts = int(rest[1]), rest[2:]
+    for i in range(gpus):
+        print(" ".join(parts[i::gpus]))
+elif command == "run":
+    part, out = rest[1], rest[5]
+    began = time.time()
+    time.sleep(float(json.loads(os.environ["PART_SLEEP"]).get(part, 0)))
+    record = {"part": part, "gpu": os.environ["CUDA_VISIBLE_DEVICES"], "began": began, "ended": time.time()}
+    open(out, "w").write(json.dumps(record))
+    print("ran", part)
+"""
+
+
+def run_device_record(tmp_path: Path, parts: list[str], sleeps: dict[str, float], deadline: int) -> dict:
+    checkout, out = tmp_path / "checkout", tmp_path / "out"
+    (checkout / "benchmarks").mkdir(parents=True)
+    (checkout / "benchmarks" / "__init__.py").write_text("")
+    (checkout / "benchmarks" / "gpu_record.py").write_text(STUB)
+    (checkout / ".devsite").mkdir()
+    subprocess.run(["tar", "-cJf", str(checkout / ".devsite" / "site.tar.xz"), "-T", "/dev/null"], check=True)
+    out.mkdir()
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "OUT": str(out),
+        "DEVICE_SITE": str(tmp_path / "site"),
+        "RECORD_GPUS": "3 5",
+        "RECORD_DEADLINE_S": str(deadline),
+        "PART_SLEEP": json.dumps(sleeps),
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device-gpu-record"), "abc1234", *parts],
+        cwd=checkout, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    subprocess.run(["tar", "-xzf", str(out / "gpu_parts.tgz"), "-C", str(out)], check=True)
+    logs = {p.name.removeprefix("gpu_part_").removesuffix(".log"): p.read_text() for p in out.glob("*.log")}
+    runs = {p.name.removeprefix("gpu_part_").removesuffix(".json"): json.loads(p.read_text())
+            for p in out.glob("*.json")}  # fmt: skip
+    return {"logs": logs, "runs": runs, "stdout": done.stdout}
+
+
+def test_each_gpu_runs_its_parts_in_turn_and_the_gpus_side_by_side(tmp_path: Path) -> None:
+    seen = run_device_record(tmp_path, ["a", "b", "c"], {"a": 1.5, "b": 1.5}, deadline=580)
+    runs = seen["runs"]
+    assert {name: run["gpu"] for name, run in runs.items()} == {"a": "3", "b": "5", "c": "3"}
+    assert runs["c"]["began"] >= runs["a"]["ended"]  # one after another on GPU 3
+    assert runs["b"]["began"] < runs["a"]["ended"]  # GPU 5 alongside
+    assert "== c: ran c" in seen["stdout"]
+
+
+def test_no_part_starts_with_less_than_a_minute_left_of_the_deadline(tmp_path: Path) -> None:
+    seen = run_device_record(tmp_path, ["a", "b", "c"], {"a": 3}, deadline=62)
+    assert set(seen["runs"]) == {"a", "b"}  # c waited behind a on GPU 3: 59 s or less were left
+    assert "c not started" in seen["logs"]["c"] and "of RECORD_DEADLINE_S" in seen["logs"]["c"]
+    none = run_device_record(tmp_path / "none", ["a", "b"], {}, deadline=59)
+    assert none["runs"] == {} and all("not started" in log for log in none["logs"].values())

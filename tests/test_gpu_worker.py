@@ -6,12 +6,15 @@ payload are written there."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from accordo.reproducer import REPRODUCER_FILES
 from benchmarks.loop_scenarios import fixed_source, known_fix
 from service.settings import ServiceSettings
 from tests.service.conftest import ROOT, WORKER_TOKEN, celery_worker, project_archive, serve
@@ -73,6 +76,7 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
             events = client.get(f"/v1/jobs/{job_id}/events", timeout=900).text
             job = client.get(f"/v1/jobs/{job_id}").json()
             report = client.get(f"/v1/jobs/{job_id}/report").json()
+            kept = client.get(f"/v1/jobs/{job_id}/reproducer")
         [pull] = github.pulls("acme/kernels")
         head_source = repo.files_at(pull["head"]["sha"])[source].decode()
         reproducer_ref = repo.refs.get(f"refs/heads/{pull['head']['ref']}-reproducer")
@@ -92,7 +96,7 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
     assert head_source == fixed and pull["title"].startswith("[IntelliPerf] transpose_tiled: ")
     assert f"{job['speedup']:.2f}x" in pull["body"]
     # the body says where the reproducer is, or why none is attached (transpose's two 64 MiB matrices per
-    # capture are over what a pull request carries)
+    # capture, 256 MiB in all, are over what a pull request carries)
     assert "### Reproducer" in pull["body"], pull["body"]
     assert (reproducer_ref is None) == ("Not attached:" in pull["body"])
     if reproducer_ref is not None:
@@ -100,7 +104,12 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
             f".intelliperf/reproducer/{n}" for n in ("reference.bin", "candidate.bin", "reproducer.json")
         }
         assert names <= reproducer_files
-    for stage in ("build", "timing", "counters", "diagnose", "pull_request"):
+    # the service keeps it whatever its size, and the body says where
+    assert kept.status_code == 200, kept.text
+    with tarfile.open(fileobj=io.BytesIO(kept.content)) as archive:
+        assert {f"reproducer/{n}" for n in REPRODUCER_FILES} == set(archive.getnames())
+    assert f"/v1/jobs/{job_id}/reproducer" in pull["body"]
+    for stage in ("build", "timing", "counters", "diagnose", "reproducer", "pull_request"):
         assert f'"stage": "{stage}"' in events
     for text in (events, pull["body"], json.dumps(report), (tmp_path / "worker.log").read_text()):
         assert LLM_KEY not in text and GITHUB_TOKEN not in text

@@ -78,6 +78,7 @@ struct State {
   bool finished = false;
   uint64_t next_module = 0;
   std::unordered_map<std::string, uint64_t> module_of;  // kernel -> its latest MODULE record
+  bool over_budget = false;  // a launch's snapshots could have passed ACCORDO_CAPTURE_BUDGET: none from then on
 
   std::mutex time_mutex;  // guards the timing hand-off from the activity thread
   std::unordered_map<uint32_t, uint64_t> seq_by_correlation;
@@ -167,6 +168,21 @@ bool restore_inputs(uint64_t seq, const std::vector<Snapshot>& snapshots) {
     return false;
   }
   return true;
+}
+
+// Empty if the launch's snapshots (before and after, at most) fit the capture budget with what is written;
+// else why not. Once over, every later launch is over too: a capture never skips one launch and keeps the
+// next.
+std::string over_budget(const std::vector<Snapshot>& snapshots) {
+  uint64_t need = 0;
+  for (const Snapshot& s : snapshots) need += 2 * s.nbytes;
+  const uint64_t written = g->snapshots->stats().written_bytes;
+  const uint64_t budget = g->config.capture_budget;
+  if (!g->over_budget && written + need <= budget) return "";
+  g->over_budget = true;
+  return "capture budget: this launch's buffers need up to " + std::to_string(need) + " bytes and " +
+         std::to_string(written) + " are written; the budget is " + std::to_string(budget) +
+         " bytes (ACCORDO_CAPTURE_BUDGET); buffers not captured";
 }
 
 // A loaded module that holds a matching kernel is kept in the file (MODULE record), so that a replay can
@@ -291,6 +307,8 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     g->file.write_error(launch.seq, drv::describe("cuStreamIsCapturing", capturing) + "; buffers not captured");
   } else if (graph_capture) {
     g->file.write_error(launch.seq, "the launch is being captured into a CUDA graph; buffers not captured");
+  } else if (const std::string budget = over_budget(snapshots); !budget.empty()) {
+    g->file.write_error(launch.seq, budget);
   } else {
     const CUresult synced = drv::ctx_synchronize();
     if (synced != CUDA_SUCCESS) {

@@ -59,6 +59,21 @@ uint64_t launch_number(const char* name, uint64_t fallback) {
   return value;
 }
 
+// A positive byte count into `value`; anything else keeps `value` (with a message).
+void read_bytes(const char* name, uint64_t& value) {
+  const std::string text = env(name);
+  if (text.empty()) return;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || parsed == 0 || text[0] == '-') {
+    log_error("%s='%s' is not a positive integer; using %llu", name, text.c_str(),
+              static_cast<unsigned long long>(value));
+    return;
+  }
+  value = parsed;
+}
+
 bool load_counters(Config& config) {
   config.kernels = split_commas(env("ACCORDO_KERNELS"));
   config.metrics = split_commas(env("ACCORDO_METRICS"));
@@ -116,18 +131,8 @@ bool load_config(Config& config) {
     }
   }
   if (config.mode == Mode::Capture) {
-    const std::string cap = env("ACCORDO_MAX_BYTES");
-    if (!cap.empty()) {
-      errno = 0;
-      char* end = nullptr;
-      const unsigned long long value = std::strtoull(cap.c_str(), &end, 10);
-      if (errno != 0 || end == cap.c_str() || *end != '\0' || value == 0 || cap[0] == '-') {
-        log_error("ACCORDO_MAX_BYTES='%s' is not a positive integer; using %llu", cap.c_str(),
-                  static_cast<unsigned long long>(config.max_bytes));
-      } else {
-        config.max_bytes = value;
-      }
-    }
+    read_bytes("ACCORDO_MAX_BYTES", config.max_bytes);
+    read_bytes("ACCORDO_CAPTURE_BUDGET", config.capture_budget);
     config.restore_dir = env("ACCORDO_RESTORE");
     const std::string dedupe = env("ACCORDO_DEDUP");
     if (dedupe == "0") {

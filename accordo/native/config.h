@@ -3,6 +3,9 @@
 //   ACCORDO_OUTPUT     output path (required); "%p" in it is replaced by the process id
 //   ACCORDO_KERNEL     capture, time: ECMAScript regex, searched in the mangled and the demangled name
 //   ACCORDO_MAX_BYTES  capture: cap on the bytes copied per allocation snapshot (default 2 GiB)
+//   ACCORDO_CAPTURE_BUDGET  capture: bound on the snapshot bytes a capture writes (default 8 GiB); a launch
+//                      whose snapshots could pass it gets an ERROR record starting "capture budget" and no
+//                      snapshots, and so does every later launch
 //   ACCORDO_DEDUP      capture: 1 (default) writes SAME records for unchanged snapshots, 0 never
 //   ACCORDO_RESTORE    capture: folder of another run's input bytes per launch and parameter, copied into
 //                      each launch's buffers before it runs (restore.h); unset: none
@@ -33,6 +36,7 @@ struct Config {
   std::string output;
   std::string kernel_regex;
   uint64_t max_bytes = uint64_t{2} << 30;
+  uint64_t capture_budget = uint64_t{8} << 30;
   bool dedupe = true;
   std::string restore_dir;
   bool stats = false;

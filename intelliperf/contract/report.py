@@ -235,6 +235,7 @@ class ValidationResult(_Frozen):
             "tests_failed",
             "launch_pattern",
             "timing_disagreement",
+            "over_budget",
         ]
         | None
     ) = None

@@ -24,6 +24,12 @@ REPLAY_DIAGNOSES_ONLY = (
 )
 
 
+REPLAY_HINT = (
+    "every example ships one, e.g. --replay tests/fixtures/gpu/transpose_bank/original; the GPU tests record "
+    "them (tests/fixtures/gpu/README.md)"
+)
+
+
 def _replayed(replay: Path, *, loop: bool) -> tuple[GpuBackend, dict[str, Any]]:
     """The backend (and, for a recorded loop, the judge) that read a recording instead of the GPU."""
     from intelliperf.engine.recorded_loop import CandidateCounters, RecordedJudge
@@ -36,7 +42,7 @@ def _replayed(replay: Path, *, loop: bool) -> tuple[GpuBackend, dict[str, Any]]:
     try:
         return backend_for(replay), {}
     except ProfileError as error:  # the folder holds no recording
-        raise SpecError(f"replay: {error.message}", hint="give a folder `--record` wrote") from None
+        raise SpecError(f"replay: {error.message}", hint=REPLAY_HINT) from None
 
 
 def run_spec(

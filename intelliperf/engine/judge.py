@@ -21,6 +21,7 @@ from accordo.validate import (
     judge_timing,
 )
 from intelliperf.contract import JobSpec, RankedKernel, ValidationResult
+from intelliperf.settings import get_settings
 
 __all__ = ["AccordoJudge", "Judge", "options_for"]
 
@@ -58,6 +59,7 @@ def options_for(spec: JobSpec) -> ValidationOptions:
         min_runs=min(tolerances.min_timing_runs, tolerances.timing_runs),
         timeout_s=spec.timeouts.run_s,
         element_type=tolerances.dtype,
+        capture_budget_bytes=get_settings().capture_budget_bytes,
     )
 
 

@@ -51,10 +51,16 @@ class ReplayBackend(GpuBackend):
         self.folder = folder
         self.counters_files = sorted(folder.glob("counters-*.jsonl"), key=_number)
         pages = [] if self.counters_files else list(NCU_PAGES)
-        missing = [name for name in (TRACE, *pages) if not (folder / name).is_file()]
-        if missing or not (self.counters_files or pages):
-            what = ", ".join(missing) if missing else "counters"
-            raise ProfileError(f"{folder} is not a recorded profile: missing {what}")
+        has_trace = (folder / TRACE).is_file()
+        legacy = bool(pages) and all((folder / name).is_file() for name in pages)
+        if not has_trace or not (self.counters_files or legacy):
+            missing = [TRACE] if not has_trace else []
+            if not (self.counters_files or legacy):
+                missing.append("counters-*.jsonl")
+            raise ProfileError(
+                f"{folder} is not a recorded profile: it has no {' and no '.join(missing)} (a recording "
+                "holds the timing pass's trace.jsonl and the counter pass's counters-*.jsonl)"
+            )
         self.profiler = "CUPTI" if self.counters_files else "Nsight Compute"  # type: ignore[misc]
         self._records: CounterRecords | None = None
         self._notes: list[str] = []

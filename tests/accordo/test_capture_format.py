@@ -23,7 +23,7 @@ from accordo_capture_writer import (
     time,
 )
 
-from accordo.capture import read_capture
+from accordo.capture import CaptureBudgetError, over_budget, read_capture
 from intelliperf.errors import ProfileError
 
 
@@ -107,6 +107,37 @@ def test_errors_and_crashed_kernel(tmp_path: Path) -> None:
     assert only.buffer(0, "after") is None
     assert only.params[1].kind == "unavailable" and only.params[1].raw == b""
     assert only.start_ns is None and only.duration_ns is None
+
+
+def test_a_launch_left_out_for_the_budget_is_an_error_naming_the_launch(tmp_path: Path) -> None:
+    params = [P(0, 0, 8, 1, pointer=(0x1000, 0x1000, 16))]
+    why = "capture budget: this launch's buffers need up to 32 bytes and 96 are written; the budget is 100"
+    blob = (
+        file_header()
+        + launch(0, 0, "_Z1kPf", "k(float*)", params)
+        + buffer(0, 0, 0, 0x1000, bytes(16))
+        + buffer(0, 0, 1, 0x1000, bytes(16))
+        + launch(1, 1, "_Z1kPf", "k(float*)", params)
+        + error(1, why)
+        + end()
+    )
+    cap = read_capture(write(tmp_path, blob))
+    problem = over_budget([cap])
+    assert isinstance(problem, CaptureBudgetError) and isinstance(problem, ProfileError)
+    assert problem.message.startswith("launch 2 of k(float*) was not captured: this launch's buffers need")
+    assert "the budget is 100" in problem.message and "INTELLIPERF_CAPTURE_BUDGET_BYTES" in str(problem)
+
+
+def test_other_launch_errors_are_not_the_budget(tmp_path: Path) -> None:
+    params = [P(0, 0, 8, 1, pointer=(0x1000, 0x1000, 16))]
+    blob = (
+        file_header()
+        + error(NO_LAUNCH, "capture budget: a setup error is not a launch's")
+        + launch(0, 0, "k", "k", params)
+        + error(0, "the launch is being captured into a CUDA graph; buffers not captured")
+        + end()
+    )
+    assert over_budget([read_capture(write(tmp_path, blob))]) is None
 
 
 def test_deduplicated_allocation(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
-"""A kernel launched again and again on one output (examples/accordo_repeat: row_norm, 10 launches, the
-norms buffer never cleared), rewritten to add in another order: correct at every launch, every time, in
-CUDA C++ and in Triton, also with its outputs filled with NaN and on fresh inputs; a wrong rewrite of it
-still fails. Before each launch was judged on the reference's own inputs, every such rewrite failed from
-its second launch as input_mismatch. Three cheats that pass both comparisons (work skipped when the output
-did not change, an answer left in memory, a kernel that regenerates the program's one input) fail the
-probe meant for them (accordo/probes.py). A correct rewrite also passes the launch pattern and its kernel,
-replayed alone on the reference's inputs (accordo/replay.py), writes the reference's outputs."""
+"""A kernel launched again and again on one output (examples/accordo_repeat: row_norm, 10 launches, the norms
+buffer never cleared), rewritten to add in another order: correct at every launch, every time, in CUDA C++
+(20 times: tests/accordo/test_gpu_repeat_twenty.py) and in Triton, also with its outputs filled with NaN
+and on fresh inputs; a wrong rewrite of it still fails. Before each launch was judged on the reference's
+own inputs, every such rewrite failed from its second launch as input_mismatch. Three cheats that pass both
+comparisons (work skipped when the output did not change, an answer left in memory, a kernel that
+regenerates the program's one input) fail the probe meant for them (accordo/probes.py). A correct rewrite
+also passes the launch pattern and its kernel, replayed alone on the reference's inputs
+(accordo/replay.py), writes the reference's outputs."""
 
 from __future__ import annotations
 
@@ -16,11 +17,8 @@ from pathlib import Path
 import pytest
 
 from accordo.validate import Reference, ValidationOptions, capture_reference, check_candidate
-from tests.accordo.conftest import build_example
+from tests.support.repeat_example import PASSED, build_repeat, capture_cuda_reference
 
-ROOT = Path(__file__).resolve().parents[2]
-REPEAT = ROOT / "examples" / "accordo_repeat"
-CUDA_REPEATS = 20
 TRITON_REPEATS = 5  # each run starts Python and compiles the kernel: a few seconds
 
 pytestmark = pytest.mark.gpu
@@ -28,14 +26,12 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def repeat(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_example(REPEAT, tmp_path_factory.mktemp("repeat"))
+    return build_repeat(tmp_path_factory.mktemp("repeat"))
 
 
 @pytest.fixture(scope="module")
 def cuda_reference(repeat: Path, accordo_lib: Path) -> Reference:
-    return capture_reference(
-        "row_norm", ["bin/ref"], cwd=repeat, options=ValidationOptions(measure=False), library=accordo_lib
-    )
+    return capture_cuda_reference(repeat, accordo_lib)
 
 
 def test_the_reference_runs_under_both_probes(cuda_reference: Reference) -> None:
@@ -45,7 +41,6 @@ def test_the_reference_runs_under_both_probes(cuda_reference: Reference) -> None
     ]
 
 
-PASSED = ["end_to_end", "isolated", "prefilled_nan", "fresh_inputs", "launch_pattern", "replay"]
 CHEATS = [
     ("skip_same_out", "prefilled_nan"),  # work skipped when the output pointer did not change
     ("lazy", "prefilled_nan"),  # memory that happens to hold the answer
@@ -69,24 +64,6 @@ def test_a_cheat_that_passes_both_comparisons_fails_its_probe(
     assert result.reason is not None and result.reason.startswith(
         "run with" if check == "prefilled_nan" else "run on"
     )
-
-
-def test_a_reordered_cuda_rewrite_passes_at_every_launch_every_time(
-    cuda_reference: Reference, repeat: Path
-) -> None:
-    results = [
-        check_candidate(cuda_reference, ["bin/warp"], cwd=repeat, options=ValidationOptions(measure=False))
-        for _ in range(CUDA_REPEATS)
-    ]
-    assert [r.failure for r in results] == [None] * CUDA_REPEATS, results[0].reason
-    for result in results:
-        assert [(c.name, c.outcome) for c in result.checks] == [(name, "passed") for name in PASSED]
-        assert result.launches_compared == 10
-        outputs = [b for launch in result.launches for b in launch.buffers if b.param == 1]
-        assert [b.role for b in outputs] == ["output"] * 10
-        # another order of additions: not the reference's bits, within the rounding bound
-        assert all(b.max_abs_error is not None and b.max_abs_error > 0 for b in outputs)
-        assert all(b.bound_use is not None and 0 < b.bound_use <= 1 for b in outputs)
 
 
 def test_a_wrong_rewrite_of_the_repeated_kernel_still_fails(cuda_reference: Reference, repeat: Path) -> None:

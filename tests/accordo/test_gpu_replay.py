@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accordo.capture import Capture, read_capture, run_capture, write_restore
+from accordo.capture import Capture, CaptureBudgetError, read_capture, run_capture, write_restore
 from accordo.capture_writer import write_capture
 from accordo.replay_check import ReplaySpeedups, replay_capture, replay_speedups
 from accordo.reproducer import save_reproducer
@@ -31,6 +31,7 @@ from tests.accordo.conftest import build_example
 
 ROOT = Path(__file__).resolve().parents[2]
 REPEAT = ROOT / "examples" / "accordo_repeat"
+SUMS = ROOT / "examples" / "accordo_sums"
 CHECKED = ["end_to_end", "isolated", "prefilled_nan", "fresh_inputs", "launch_pattern", "replay"]
 TIMED = [*CHECKED, "timing_agreement", "revalidated"]
 TIMING = ValidationOptions(runs=6, min_runs=4)
@@ -100,6 +101,22 @@ def test_replaying_a_triton_capture_reproduces_its_outputs(
     _same_outputs(capture, replayed)
 
 
+def test_a_capture_over_its_budget_names_the_first_launch_left_out(
+    reference: Reference, repeat: Path, accordo_lib: Path
+) -> None:
+    """The budget holds one launch's snapshots (before and after, every buffer): the first launch fits,
+    the second does not, and the error says so and how to raise the budget."""
+    first = reference.captures[0].launches[0]
+    one_launch = 2 * sum(b.nbytes for b in first.buffers if b.phase == "before")
+    with pytest.raises(CaptureBudgetError, match=r"^launch 2 of row_norm\(.*\) was not captured") as caught:
+        run_capture(
+            ["bin/ref"], kernel_regex="row_norm", cwd=repeat, timeout_s=120, library=accordo_lib,
+            budget_bytes=one_launch,
+        )  # fmt: skip
+    assert f"the budget is {one_launch} bytes" in str(caught.value)
+    assert "INTELLIPERF_CAPTURE_BUDGET_BYTES" in str(caught.value)
+
+
 def test_the_replay_timer_finds_no_speedup_of_a_kernel_over_itself(
     reference: Reference, tmp_path: Path
 ) -> None:
@@ -110,6 +127,24 @@ def test_the_replay_timer_finds_no_speedup_of_a_kernel_over_itself(
         assert 0.9 < speedup.median < 1.1, speedup
     assert timed.cold.reference_ns > timed.warm.reference_ns  # L2 flushed: the matrix comes from DRAM
     assert timed.launch == 1 and timed.iterations >= 10
+
+
+def test_the_warm_replay_time_of_a_short_kernel_holds_no_host_launch_time(
+    gpu: None, accordo_lib: Path, tmp_path: Path
+) -> None:
+    """A sum over 4096 floats runs for a few microseconds, less than the host's ctypes launch call: timed
+    without the stream held, its warm time was the host's (16.4 us warm against 5.8 us flushed, H100)."""
+    sums = build_example(SUMS, tmp_path)
+    run = run_capture(
+        ["bin/ref", "4096", "1", "signed"], kernel_regex="sum", cwd=sums, timeout_s=120, library=accordo_lib
+    )
+    assert run.status == "ok" and run.capture is not None, run.message
+    path = write_capture(run.capture, tmp_path / "sum.bin")
+    timed = replay_speedups(path, path, timeout_s=120, seconds=0.5)
+    assert isinstance(timed, ReplaySpeedups), timed
+    cold, warm = timed.cold.reference_ns, timed.warm.reference_ns
+    print(f"sum of 4096 floats: flushed {cold:.0f} ns, warm {warm:.0f} ns")
+    assert warm <= 1.05 * cold, (timed.cold, timed.warm)
 
 
 def test_a_reordered_rewrite_is_replayed_timed_alone_and_leaves_a_reproducer(

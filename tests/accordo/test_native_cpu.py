@@ -218,6 +218,19 @@ def test_counters_mode_says_which_launch_number_it_could_not_read(accordo_lib: P
     assert "ACCORDO_SASS_LAUNCH='-1' is not a launch number; using 2" in proc.stderr
 
 
+@pytest.mark.parametrize("name", ["ACCORDO_MAX_BYTES", "ACCORDO_CAPTURE_BUDGET"])
+@pytest.mark.parametrize("value", ["0", "-5", "12kB"])
+def test_capture_mode_keeps_its_default_for_a_byte_count_it_cannot_read(
+    accordo_lib: Path, tmp_path: Path, name: str, value: str
+) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
+    output = str(tmp_path / "capture.bin")  # a usable configuration: the library writes its file
+    env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": output, "ACCORDO_KERNEL": "k", name: value}
+    proc = inject(accordo_lib, {**base, **env})
+    default = {"ACCORDO_MAX_BYTES": 2 << 30, "ACCORDO_CAPTURE_BUDGET": 8 << 30}[name]
+    assert f"{name}='{value}' is not a positive integer; using {default}" in proc.stderr
+
+
 def test_injection_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.bin"
     env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.integrity import CHEATS, CORRECT, EXAMPLES, Tally, share, write
+from benchmarks.integrity import CHEATS, CORRECT, EXAMPLES, Tally, main, resume, share, write
 from intelliperf.contract.report import JudgeCheck, ValidationResult
 
 
@@ -63,8 +63,90 @@ def test_nothing_judged_is_no_share_not_zero(tmp_path: Path) -> None:
     tallies = [Tally(CHEATS[0], True), Tally(CORRECT[0], False)]
     assert share(tallies) is None
     out = tmp_path / "integrity.json"
-    write(out, tallies, 0, 20, 1.0)
+    write(out, tallies, 0, 20, 1.0, [])
     result = json.loads(out.read_text())
     assert result["cheats_rejected"] is None and result["correct_accepted"] is None
-    assert result["replay_speedup_error"] is None and "replay_speedup_error" in result["not_measured"]
+    assert result["replay_speedup_error"] is None and result["replay_pairs"] == []
     assert (result["cheats"], result["correct"]) == (1, 1)
+
+
+def test_the_replay_error_is_the_worst_pairs(tmp_path: Path) -> None:
+    pairs = [{"name": "a", "relative_error": 0.004}, {"name": "b", "relative_error": 0.031}]
+    out = tmp_path / "integrity.json"
+    write(out, [Tally(CHEATS[0], True)], 1, 20, 1.0, pairs)
+    assert json.loads(out.read_text())["replay_speedup_error"] == 0.031
+
+
+def test_timed_cases_are_the_cheats_only_timing_can_catch() -> None:
+    """profiler_aware is right on every buffer it is judged on: without judge_timing it would pass."""
+    assert [c.name for c in (*CHEATS, *CORRECT) if c.timed] == ["profiler_aware"]
+    assert {"stream_split", "persist_l2", "profiler_aware"} <= {c.name for c in CHEATS}
+
+
+def test_a_resumed_run_carries_on_every_count_of_the_earlier_one(tmp_path: Path) -> None:
+    earlier = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    for tally in earlier:
+        tally.add(verdict(False, "isolated", "mismatch") if tally.cheat else verdict(True), 1.5)
+        tally.add(verdict(False, "fresh_inputs", "mismatch"), 2.5)
+    out = tmp_path / "integrity.json"
+    pairs = [{"name": "warp", "relative_error": 0.01}]
+    write(out, earlier, 2, 20, 99.0, pairs)
+    later = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    assert resume([out], later) == (2, 99.0, pairs)
+    for before, after in zip(earlier, later, strict=True):
+        assert (after.verdicts, after.failures, after.reasons) == (
+            before.verdicts,
+            before.failures,
+            before.reasons,
+        )
+        assert after.seconds == pytest.approx(4.0)
+    assert share(later) == share(earlier)
+
+
+def test_resuming_refuses_another_device_or_a_partial_round(tmp_path: Path) -> None:
+    tallies = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    tallies[0].add(verdict(False, "isolated", "mismatch"), 1.0)
+    out = tmp_path / "integrity.json"
+    write(out, tallies, 1, 20, 1.0, [])
+    with pytest.raises(SystemExit, match="was judged 0 times"):
+        resume([out], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
+    other = json.loads(out.read_text()) | {"device": "NVIDIA Z9"}
+    out.write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="measured on NVIDIA Z9"):
+        resume([out], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
+
+
+def test_runs_side_by_side_add_up_and_keep_the_first_pairs_measured(tmp_path: Path) -> None:
+    """One run per GPU (--no-pairs) and an earlier run with the replay pairs: resumed together, every
+    count is the sum, and a cheat that one GPU's run let pass is not lost among the others' rejections."""
+    pairs = [{"name": "warp", "relative_error": 0.0125}]
+    runs = []
+    for index, (rounds, seconds, run_pairs) in enumerate([(3, 150.0, pairs), (5, 250.0, []), (4, 200.0, [])]):
+        tallies = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+        for _ in range(rounds):
+            for tally in tallies:
+                tally.add(verdict(False, "isolated", "mismatch") if tally.cheat else verdict(True), 2.0)
+        if index == 2:
+            tallies[0].verdicts["isolated"] -= 1
+            tallies[0].verdicts["passed"] += 1
+        runs.append(tmp_path / f"run{index}.json")
+        write(runs[-1], tallies, rounds, 20, seconds, run_pairs)
+    later = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    assert resume(runs[1:] + runs[:1], later) == (12, 600.0, pairs)
+    assert all(t.judged == 12 for t in later)
+    assert later[0].right == 11 and share([t for t in later if t.cheat]) < 1.0
+    assert share([t for t in later if not t.cheat]) == 1.0
+    assert later[0].seconds == pytest.approx(24.0)
+
+
+def test_a_run_that_has_its_rounds_already_only_adds_up(tmp_path: Path) -> None:
+    tallies = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    for tally in tallies:
+        tally.add(verdict(False, "isolated", "mismatch") if tally.cheat else verdict(True), 1.0)
+    first, second, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.json"
+    write(first, tallies, 1, 20, 10.0, [{"name": "warp", "relative_error": 0.01}])
+    write(second, tallies, 1, 20, 12.0, [])
+    assert main(["--out", str(out), "--repeats", "2", "--resume", str(first), "--resume", str(second)]) == 0
+    result = json.loads(out.read_text())
+    assert (result["rounds"], result["seconds"], result["replay_speedup_error"]) == (2, 22.0, 0.01)
+    assert result["cheats_rejected"] == 1.0 and result["correct_accepted"] == 1.0

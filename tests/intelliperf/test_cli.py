@@ -144,7 +144,8 @@ def test_replay_of_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
 def test_replay_of_a_folder_that_is_not_a_recording_is_bad_input(tmp_path: Path) -> None:
     result = intelliperf("run", "--replay", str(tmp_path), "--", "./a")
     assert result.returncode == SpecError.exit_code, result.stderr
-    assert "replay: " in result.stderr and "is not a recorded profile: missing trace.jsonl" in result.stderr
+    assert "replay: " in result.stderr and "is not a recorded profile: it has no trace.jsonl" in result.stderr
+    assert "--replay tests/fixtures/gpu/transpose_bank/original" in result.stderr  # a recording that ships
 
 
 def test_validate_refuses_an_output_file_it_could_not_write(tmp_path: Path) -> None:

@@ -28,10 +28,6 @@ PROBES_SKIPPED = {
     "triton_atomic": {"prefilled_nan"},
     "histogram_atomic": {"prefilled_nan", "fresh_inputs"},
 }
-# Replay (accordo/replay.py) skipped because the reference's own replay does not reproduce its capture, as
-# measured on an H100 at 7acb1fe: tile_sums launches six instantiations of one template from one module,
-# and the replay loads one function per module (a known defect; the judge skips, it does not fail).
-REPLAY_SKIPPED = {"tile_sums"}
 
 
 def shard(name: str) -> list[dict]:
@@ -64,8 +60,6 @@ def check_fixed_example(example: dict, built: Path, library: Path) -> None:
         assert result.launches_compared == 3 * EXAMPLE_KERNELS.get(example["name"], 1)
         outcomes = {c.name: c.outcome for c in result.checks}
         skipped = PROBES_SKIPPED.get(example["name"], set())
-        if example["name"] in REPLAY_SKIPPED:
-            skipped = skipped | {"replay"}
         expected_outcomes = {
             name: "skipped" if name in skipped else "passed"
             for name in (

@@ -4,12 +4,19 @@ events and pull request, replayed through the code that made them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from benchmarks.loop_scenarios import fixed_source
 from intelliperf.contract import Report
 from intelliperf.summary import render_summary
-from worker.pull_request import apply_diff, branch_prefix, pull_request_title
+from worker.pull_request import (
+    REPRODUCER_LIMIT,
+    apply_diff,
+    branch_prefix,
+    pull_request_title,
+    reproducer_section,
+)
 
 RECORDED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "worker_e2e"
 REPORT = Report.model_validate_json((RECORDED / "worker_job_report.json").read_text())
@@ -17,13 +24,25 @@ PULL = json.loads((RECORDED / "worker_pull_request.json").read_text())
 
 
 def test_the_pull_request_is_what_the_writer_makes_of_the_gpu_report() -> None:
-    assert (
-        PULL["title"]
-        == pull_request_title(REPORT)
-        == ("[IntelliPerf] transpose_tiled: Shared-memory bank conflicts, 1.65x faster")
+    assert REPORT.best is not None
+    assert PULL["title"] == pull_request_title(REPORT)
+    assert PULL["title"].endswith(
+        f"transpose_tiled: Shared-memory bank conflicts, {REPORT.best.speedup.median:.2f}x faster"
     )
-    assert PULL["body"] == render_summary(REPORT)
     assert PULL["head"].startswith(branch_prefix(REPORT))
+
+
+def test_the_body_links_the_reproducer_the_service_keeps() -> None:
+    """transpose's reproducer (two captures of two 64 MiB matrices) is over what a pull request carries:
+    the body gives the service's address of it instead."""
+    summary = render_summary(REPORT)
+    assert PULL["body"].startswith(summary + "\n\n### Reproducer")
+    size = re.search(r"the reproducer \(([\d.]+) MiB\)", PULL["body"])
+    url = re.search(r"-o reproducer\.tar\.gz (http://\S+/v1/jobs/[0-9a-f]{32}/reproducer)", PULL["body"])
+    assert size is not None and url is not None and float(size.group(1)) * 2**20 > REPRODUCER_LIMIT
+    limit = REPRODUCER_LIMIT >> 20
+    why = f"the reproducer ({size.group(1)} MiB) is over the {limit} MiB a pull request carries"
+    assert PULL["body"] == summary + "\n\n" + reproducer_section(None, None, why, url.group(1))
 
 
 def test_the_gpu_report_s_diff_is_the_fix_the_pull_request_carries() -> None:
@@ -47,8 +66,10 @@ def test_the_job_s_events_were_streamed_stage_by_stage() -> None:
         "timing",
         "counters",
         "diagnose",
+        "reproducer",
         "pull_request",
         "succeeded",
     ):
         assert expected in stages
-    assert stages.index("counters") < stages.index("pull_request") < stages.index("succeeded")
+    assert stages.index("counters") < stages.index("reproducer") < stages.index("pull_request")
+    assert stages.index("pull_request") < stages.index("succeeded")

@@ -75,6 +75,28 @@ def test_a_folder_that_is_no_recording_is_a_spec_error(tmp_path: Path) -> None:
         run_spec(spec(), EXAMPLES / "transpose_bank", replay=tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("files", "missing"),
+    [
+        ((), "it has no trace.jsonl and no counters-*.jsonl"),
+        (("trace.jsonl",), "it has no counters-*.jsonl"),
+        (("trace.jsonl", "raw.csv"), "it has no counters-*.jsonl"),  # half of an old Nsight Compute recording
+        (("counters-1.jsonl",), "it has no trace.jsonl ("),
+    ],
+)
+def test_the_refusal_names_what_a_recording_lacks_and_where_one_ships(
+    tmp_path: Path, files: tuple[str, ...], missing: str
+) -> None:
+    for name in files:
+        (tmp_path / name).write_text("")
+    with pytest.raises(SpecError) as refused:
+        run_spec(spec(), EXAMPLES / "transpose_bank", replay=tmp_path)
+    assert f"is not a recorded profile: {missing}" in refused.value.message
+    assert refused.value.hint is not None and "--record" not in refused.value.hint
+    assert (ROOT / "tests" / "fixtures" / "gpu" / "transpose_bank" / "original" / "trace.jsonl").is_file()
+    assert "tests/fixtures/gpu/transpose_bank/original" in refused.value.hint
+
+
 def test_a_spec_of_two_applications_is_refused_with_the_way_to_run_each() -> None:
     job = JobSpec(applications=[Application(command=["./a"]), Application(command=["./b"])])
     with pytest.raises(SpecError, match="one application at a time; this spec has 2") as error:

@@ -1,6 +1,6 @@
 """Python applications (Triton, PyTorch) in the engine: no build step, a Triton kernel cache per copy of
 the project that a new candidate starts without, and Accordo's captures without PyTorch's caching
-allocator. Real processes; the GPU side is tests/test_gpu_loop.py."""
+allocator. Real processes; the GPU side is tests/test_gpu_loop_torch.py."""
 
 from __future__ import annotations
 
