@@ -13,7 +13,8 @@ from tests.support.repeat_example import PASSED, build_repeat, capture_cuda_refe
 
 CUDA_REPEATS = 20
 
-pytestmark = pytest.mark.gpu
+# 20 judgements of about 15 s each (five runs of the program apiece): more than the default 300 s
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(540)]
 
 
 @pytest.fixture(scope="module")
