@@ -14,7 +14,8 @@ runs of its own; the one timed cheat is caught by a speedup many times off, whic
 do not hide). ``--resume`` carries on from earlier runs' results on the same device, so that 20 rounds
 can span several sessions of the GPU machine, or several GPUs of one host: one ``--no-pairs`` run per GPU
 (``CUDA_VISIBLE_DEVICES``), then a run that resumes from all of them adds them up (``seconds`` is then
-the sum of the runs' seconds, not the wall time).
+the sum of the runs' seconds, not the wall time). A run with no round to run (``--budget-s 0``, or as many
+rounds resumed as ``--repeats``) only adds up, anywhere, with no GPU.
 
 Then the replay timer (``accordo.replay_check.replay_speedups``, L2 flushed) is set against the CUDA-event
 harness (benchmarks/event_harness.py, its own driver context, timing loop and L2 flush) on the same two
@@ -309,15 +310,17 @@ def judge_round(
         list(pool.map(one, sorted(tallies, key=lambda t: not t.case.timed)))
 
 
-def resume(paths: list[Path], tallies: list[Tally]) -> tuple[int, float, list[dict]]:
-    """The judgements, rounds and seconds of earlier runs (same device, same corpus) added to ``tallies``,
-    with the first replay pairs one of them measured; a later run then carries on where they stopped.
-    Runs side by side on several GPUs of one host (``--no-pairs``, one per GPU) are put together this way."""
-    rounds, seconds, pairs = 0, 0.0, []
+def resume(paths: list[Path], tallies: list[Tally]) -> tuple[int, float, list[dict], str | None]:
+    """The judgements, rounds and seconds of earlier runs (one device, same corpus) added to ``tallies``,
+    with the first replay pairs one of them measured and their device; a later run then carries on where
+    they stopped. Runs side by side on several GPUs of one host (``--no-pairs``, one per GPU) are put
+    together this way."""
+    rounds, seconds, pairs, device = 0, 0.0, [], None
     for path in paths:
         earlier = json.loads(path.read_text())
-        if earlier["device"] != device_name():
-            raise SystemExit(f"integrity: {path} was measured on {earlier['device']}, not on {device_name()}")
+        device = device or earlier["device"]
+        if earlier["device"] != device:
+            raise SystemExit(f"integrity: {path} was measured on {earlier['device']}, the others on {device}")
         rows = {row["name"]: row for row in earlier["cases"]}
         if set(rows) != {t.case.name for t in tallies}:
             raise SystemExit(f"integrity: {path} judged another corpus")
@@ -333,7 +336,7 @@ def resume(paths: list[Path], tallies: list[Tally]) -> tuple[int, float, list[di
         rounds += earlier["rounds"]
         seconds += earlier["seconds"]
         pairs = pairs or earlier["replay_pairs"]
-    return rounds, seconds, pairs
+    return rounds, seconds, pairs, device
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,13 +361,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     began_here = time.monotonic()
     tallies = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
-    rounds, earlier_s, pairs = resume(args.resume, tallies)
+    rounds, earlier_s, pairs, earlier_device = resume(args.resume, tallies)
     start = time.monotonic() - earlier_s
-    if rounds >= args.repeats and (pairs or not args.pairs):
-        print(f"integrity: {rounds} rounds already; nothing to run", flush=True)
+    if (rounds >= args.repeats or args.budget_s <= 0) and (pairs or not args.pairs):
+        print(f"integrity: {rounds} rounds resumed, no more to run: adding up (no GPU needed)", flush=True)
         print_table(tallies)
-        write(args.out, tallies, rounds, args.repeats, earlier_s, pairs)
+        write(args.out, tallies, rounds, args.repeats, earlier_s, pairs, earlier_device or device_name())
         return 0
+    device = device_name()
+    if earlier_device not in (None, device):
+        raise SystemExit(f"integrity: the runs resumed were measured on {earlier_device}, not on {device}")
     with tempfile.TemporaryDirectory(prefix="integrity-") as scratch:
         built = build({t.case.folder for t in tallies}, Path(scratch))
         if not pairs and args.pairs:
@@ -383,19 +389,19 @@ def main(argv: list[str] | None = None) -> int:
             rounds += 1
             round_s = time.monotonic() - began
             print(f"integrity: round {rounds} in {round_s:.1f} s", flush=True)
-            write(args.out, tallies, rounds, args.repeats, time.monotonic() - start, pairs)
+            write(args.out, tallies, rounds, args.repeats, time.monotonic() - start, pairs, device)
     print_table(tallies)
-    write(args.out, tallies, rounds, args.repeats, time.monotonic() - start, pairs)
+    write(args.out, tallies, rounds, args.repeats, time.monotonic() - start, pairs, device)
     return 0
 
 
 def write(
-    out: Path, tallies: list[Tally], rounds: int, wanted: int, seconds: float, pairs: list[dict]
+    out: Path, tallies: list[Tally], rounds: int, wanted: int, seconds: float, pairs: list[dict], device: str
 ) -> None:
     cheats = [t for t in tallies if t.cheat]
     correct = [t for t in tallies if not t.cheat]
     result = {
-        "device": device_name(),
+        "device": device,
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "rounds": rounds,
         "rounds_wanted": wanted,

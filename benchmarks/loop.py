@@ -16,7 +16,8 @@ Each row also carries what the judge reported on the attempt: the in-application
 (replayed, L2 flushed and warm) speedups, the checks it ran with their outcomes, and whether a reproducer was
 saved. For every success the pull request is opened, as the worker opens it, on a GitHub REST server on
 127.0.0.1 (tests/support/fake_github.py): its body is kept beside the report (``pull_request.md``) and the
-row says whether the reproducer went with it.
+row says whether the reproducer went with it. The reproducer itself is then removed from the reports
+folder (the row keeps its size, ``reproducer_bytes``).
 
 ``--record`` also runs the feedback scenario (garbage, a non-compiling edit, a wrong one, the fix) on
 transpose_bank and keeps its report: the CPU tests replay its validation results.
@@ -214,7 +215,17 @@ def run_example(example: dict, scratch: Path, reports: Path) -> dict:
     row = summarize(example, report, plain_s, requests)
     if report.best is not None:
         row |= open_pull(name, report, out / "reproducer", out)
-    return row
+    return row | drop_reproducer(out / "reproducer")
+
+
+def drop_reproducer(folder: Path) -> dict:
+    """The reproducer's size in bytes, and the folder removed: a capture of the kernel's inputs (128 and
+    256 MiB for histogram_atomic and transpose_bank) is not a result to keep under benchmarks/results."""
+    if not folder.is_dir():
+        return {"reproducer_bytes": None}
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    shutil.rmtree(folder)
+    return {"reproducer_bytes": size}
 
 
 def record_feedback(record: Path, scratch: Path) -> dict:

@@ -12,6 +12,8 @@ import pytest
 from benchmarks.integrity import CHEATS, CORRECT, EXAMPLES, Tally, main, resume, share, write
 from intelliperf.contract.report import JudgeCheck, ValidationResult
 
+DEVICE = "NVIDIA H100 80GB HBM3"
+
 
 def built_programs(folder: str) -> set[str]:
     makefile = (EXAMPLES / folder / "Makefile").read_text().replace("\\\n", " ")
@@ -63,7 +65,7 @@ def test_nothing_judged_is_no_share_not_zero(tmp_path: Path) -> None:
     tallies = [Tally(CHEATS[0], True), Tally(CORRECT[0], False)]
     assert share(tallies) is None
     out = tmp_path / "integrity.json"
-    write(out, tallies, 0, 20, 1.0, [])
+    write(out, tallies, 0, 20, 1.0, [], DEVICE)
     result = json.loads(out.read_text())
     assert result["cheats_rejected"] is None and result["correct_accepted"] is None
     assert result["replay_speedup_error"] is None and result["replay_pairs"] == []
@@ -73,7 +75,7 @@ def test_nothing_judged_is_no_share_not_zero(tmp_path: Path) -> None:
 def test_the_replay_error_is_the_worst_pairs(tmp_path: Path) -> None:
     pairs = [{"name": "a", "relative_error": 0.004}, {"name": "b", "relative_error": 0.031}]
     out = tmp_path / "integrity.json"
-    write(out, [Tally(CHEATS[0], True)], 1, 20, 1.0, pairs)
+    write(out, [Tally(CHEATS[0], True)], 1, 20, 1.0, pairs, DEVICE)
     assert json.loads(out.read_text())["replay_speedup_error"] == 0.031
 
 
@@ -90,9 +92,9 @@ def test_a_resumed_run_carries_on_every_count_of_the_earlier_one(tmp_path: Path)
         tally.add(verdict(False, "fresh_inputs", "mismatch"), 2.5)
     out = tmp_path / "integrity.json"
     pairs = [{"name": "warp", "relative_error": 0.01}]
-    write(out, earlier, 2, 20, 99.0, pairs)
+    write(out, earlier, 2, 20, 99.0, pairs, DEVICE)
     later = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
-    assert resume([out], later) == (2, 99.0, pairs)
+    assert resume([out], later) == (2, 99.0, pairs, DEVICE)
     for before, after in zip(earlier, later, strict=True):
         assert (after.verdicts, after.failures, after.reasons) == (
             before.verdicts,
@@ -103,17 +105,26 @@ def test_a_resumed_run_carries_on_every_count_of_the_earlier_one(tmp_path: Path)
     assert share(later) == share(earlier)
 
 
-def test_resuming_refuses_another_device_or_a_partial_round(tmp_path: Path) -> None:
+def test_resuming_refuses_a_partial_round_runs_of_two_devices_or_more_rounds_on_another(
+    tmp_path: Path,
+) -> None:
     tallies = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
+    partial = tmp_path / "partial.json"
     tallies[0].add(verdict(False, "isolated", "mismatch"), 1.0)
-    out = tmp_path / "integrity.json"
-    write(out, tallies, 1, 20, 1.0, [])
+    write(partial, tallies, 1, 20, 1.0, [], DEVICE)
     with pytest.raises(SystemExit, match="was judged 0 times"):
-        resume([out], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
-    other = json.loads(out.read_text()) | {"device": "NVIDIA Z9"}
-    out.write_text(json.dumps(other))
-    with pytest.raises(SystemExit, match="measured on NVIDIA Z9"):
-        resume([out], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
+        resume([partial], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
+    for tally in tallies[1:]:
+        tally.add(verdict(True), 1.0)
+    h100, z9 = tmp_path / "h100.json", tmp_path / "z9.json"
+    write(h100, tallies, 1, 20, 1.0, [], DEVICE)
+    write(z9, tallies, 1, 20, 1.0, [], "NVIDIA Z9")
+    with pytest.raises(SystemExit, match=r"z9\.json was measured on NVIDIA Z9, the others on NVIDIA H100"):
+        resume([h100, z9], [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT])
+    # one more round wanted: it would run here, on no GPU of that name (refused before building anything)
+    with pytest.raises(SystemExit, match="measured on NVIDIA H100 80GB HBM3, not on unknown"):
+        main(["--out", str(tmp_path / "out.json"), "--repeats", "2", "--resume", str(h100)])
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_runs_side_by_side_add_up_and_keep_the_first_pairs_measured(tmp_path: Path) -> None:
@@ -130,9 +141,9 @@ def test_runs_side_by_side_add_up_and_keep_the_first_pairs_measured(tmp_path: Pa
             tallies[0].verdicts["isolated"] -= 1
             tallies[0].verdicts["passed"] += 1
         runs.append(tmp_path / f"run{index}.json")
-        write(runs[-1], tallies, rounds, 20, seconds, run_pairs)
+        write(runs[-1], tallies, rounds, 20, seconds, run_pairs, DEVICE)
     later = [Tally(c, True) for c in CHEATS] + [Tally(c, False) for c in CORRECT]
-    assert resume(runs[1:] + runs[:1], later) == (12, 600.0, pairs)
+    assert resume(runs[1:] + runs[:1], later) == (12, 600.0, pairs, DEVICE)
     assert all(t.judged == 12 for t in later)
     assert later[0].right == 11 and share([t for t in later if t.cheat]) < 1.0
     assert share([t for t in later if not t.cheat]) == 1.0
@@ -144,9 +155,15 @@ def test_a_run_that_has_its_rounds_already_only_adds_up(tmp_path: Path) -> None:
     for tally in tallies:
         tally.add(verdict(False, "isolated", "mismatch") if tally.cheat else verdict(True), 1.0)
     first, second, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.json"
-    write(first, tallies, 1, 20, 10.0, [{"name": "warp", "relative_error": 0.01}])
-    write(second, tallies, 1, 20, 12.0, [])
+    write(first, tallies, 1, 20, 10.0, [{"name": "warp", "relative_error": 0.01}], DEVICE)
+    write(second, tallies, 1, 20, 12.0, [], DEVICE)
     assert main(["--out", str(out), "--repeats", "2", "--resume", str(first), "--resume", str(second)]) == 0
     result = json.loads(out.read_text())
     assert (result["rounds"], result["seconds"], result["replay_speedup_error"]) == (2, 22.0, 0.01)
+    assert result["device"] == DEVICE  # the runs' device: adding them up needs no GPU
+    short = tmp_path / "short.json"
+    resumed = ["--resume", str(first), "--resume", str(second)]
+    assert main(["--out", str(short), "--budget-s", "0", *resumed]) == 0  # 2 of the 20 rounds wanted
+    added = json.loads(short.read_text())
+    assert (added["rounds"], added["rounds_wanted"]) == (2, 20)
     assert result["cheats_rejected"] == 1.0 and result["correct_accepted"] == 1.0

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from accordo.reproducer import REPRODUCER_FILES
-from benchmarks.loop import checks_text, judge_fields, open_pull
+from benchmarks.loop import checks_text, drop_reproducer, judge_fields, open_pull
 from intelliperf.contract import Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,3 +52,13 @@ def test_without_a_reproducer_the_body_says_why(tmp_path: Path) -> None:
     assert row["pull_request_reproducer"] is False
     assert row["pull_request_reproducer_note"].startswith("Not attached:")
     assert json.dumps(row)  # the row goes into loop.json as it is
+
+
+def test_the_reproducer_leaves_the_reports_folder_and_the_row_keeps_its_size(tmp_path: Path) -> None:
+    folder = tmp_path / "reproducer"
+    (folder / "captures").mkdir(parents=True)
+    (folder / "captures" / "reference.bin").write_bytes(b"x" * 1000)
+    (folder / "README.md").write_text("intelliperf replay .\n")
+    assert drop_reproducer(folder) == {"reproducer_bytes": 1000 + len("intelliperf replay .\n")}
+    assert not folder.exists() and tmp_path.exists()
+    assert drop_reproducer(folder) == {"reproducer_bytes": None}
