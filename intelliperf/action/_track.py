@@ -1,6 +1,9 @@
 """The Action's `mode: track`: each job's kernel times against the base branch (the service's
 ``/v1/jobs/{id}/tracking``) into the step summary, and, on a pull request, into a comment and a check run.
 
+The comment is one per workflow job and pull request: a hidden marker names the job, and a later push
+edits that comment instead of adding another (the check run is per commit, so each push gets its own).
+
 A comment or check run that cannot be posted is a warning, never a failed step: the measurement is done
 and recorded by the service whatever GitHub answers.
 """
@@ -16,9 +19,18 @@ import httpx
 
 from intelliperf.action._inputs import GithubContext
 
-__all__ = ["CHECK_NAME", "Tracked", "post_to_pull_request", "pull_request_number", "tracked"]
+__all__ = [
+    "CHECK_NAME",
+    "Tracked",
+    "comment_marker",
+    "post_to_pull_request",
+    "pull_request_number",
+    "tracked",
+]
 
 CHECK_NAME = "IntelliPerf kernel times"
+COMMENTS_PER_PAGE = 100
+MAX_COMMENT_PAGES = 30  # 3,000 comments: past that a new comment is posted rather than searching on
 
 
 @dataclass(frozen=True)
@@ -69,12 +81,19 @@ def post_to_pull_request(github: GithubContext, token: str, number: int, result:
         "X-GitHub-Api-Version": "2022-11-28",
     }
     posted = []
+    marker = comment_marker(github.job)
+    body = f"{result.comment}\n\n{marker}"
     with httpx.Client(base_url=github.api_url, headers=headers, timeout=30) as client:
-        comment = client.post(
-            f"/repos/{github.repository}/issues/{number}/comments", json={"body": result.comment}
-        )
+        earlier = _marked_comment(client, f"/repos/{github.repository}/issues/{number}/comments", marker)
+        if earlier is None:
+            comment = client.post(f"/repos/{github.repository}/issues/{number}/comments", json={"body": body})
+        else:
+            comment = client.patch(
+                f"/repos/{github.repository}/issues/comments/{earlier}", json={"body": body}
+            )
         comment.raise_for_status()
-        posted.append(str(comment.json().get("html_url") or f"comment {comment.json().get('id')}"))
+        url = str(comment.json().get("html_url") or f"comment {comment.json().get('id')}")
+        posted.append(url if earlier is None else f"{url} (updated)")
         summary = (
             f"{result.slower} kernel(s) slower, {result.moved - result.slower} faster"
             if result.moved
@@ -93,3 +112,26 @@ def post_to_pull_request(github: GithubContext, token: str, number: int, result:
         check.raise_for_status()
         posted.append(f"check run {check.json().get('id')}")
     return posted
+
+
+def comment_marker(job: str | None) -> str:
+    """The hidden line that marks the comment of workflow job ``job`` (GITHUB_JOB)."""
+    return f"<!-- intelliperf:track job={job or ''} -->"
+
+
+def _marked_comment(client: httpx.Client, path: str, marker: str) -> int | None:
+    """The id of the pull request's comment that carries ``marker`` (the last, if several), or None;
+    GitHub's pages followed by their ``Link: rel="next"``."""
+    found = None
+    url: str | None = path
+    params: dict[str, int] | None = {"per_page": COMMENTS_PER_PAGE}
+    for _ in range(MAX_COMMENT_PAGES):
+        if url is None:
+            break
+        answer = client.get(url, params=params)
+        answer.raise_for_status()
+        for comment in answer.json():
+            if marker in str(comment.get("body") or "") and isinstance(comment.get("id"), int):
+                found = comment["id"]
+        url, params = answer.links.get("next", {}).get("url"), None
+    return found

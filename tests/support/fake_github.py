@@ -464,6 +464,7 @@ class FakeGitHub:
                 (r"/pulls", self._list_pulls),
                 (r"/pulls/(\d+)", self._get_pull),
                 (r"/issues/(\d+)/labels", self._get_labels),
+                (r"/issues/(\d+)/comments", self._list_comments),
             ],
             "POST": [
                 (r"/git/refs", self._create_ref),
@@ -478,6 +479,7 @@ class FakeGitHub:
             "PATCH": [
                 (r"/git/refs/(.+)", self._update_ref),
                 (r"/pulls/(\d+)", self._edit_pull),
+                (r"/issues/comments/(\d+)", self._edit_comment),
             ],
             "PUT": [(r"/contents/(.+)", self._put_contents)],
             "DELETE": [(r"/git/refs/(.+)", self._delete_ref)],
@@ -766,6 +768,25 @@ class FakeGitHub:
         }
         repo.comments.append(comment)
         return 201, comment
+
+    def _list_comments(
+        self, repo: FakeRepository, _q: dict[str, str], _b: Any, number: str
+    ) -> tuple[int, Any]:
+        """Oldest first (``_paginate`` cuts the pages and links the next one, as GitHub does)."""
+        pull = self._find_pull(repo, number)
+        return 200, [c for c in repo.comments if c["issue_number"] == pull.number]
+
+    def _edit_comment(
+        self, repo: FakeRepository, _q: dict[str, str], body: Any, comment_id: str
+    ) -> tuple[int, Any]:
+        comment = next((c for c in repo.comments if c["id"] == int(comment_id)), None)
+        if comment is None:
+            raise _ApiError(404, "Not Found")
+        text = body.get("body") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text:
+            raise _ApiError(422, "Validation Failed", [{"resource": "IssueComment", "field": "body"}])
+        comment["body"] = text
+        return 200, comment
 
     def _create_check_run(self, repo: FakeRepository, _q: dict[str, str], body: Any) -> tuple[int, Any]:
         if not isinstance(body, dict) or not body.get("name") or not body.get("head_sha"):
