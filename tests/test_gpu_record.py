@@ -469,6 +469,8 @@ import json, os, sys, time
 command, rest = sys.argv[1], sys.argv[2:]
 if command == "plan":
     gpus, parts = int(rest[1]), rest[2:]
+    if "nope" in parts:
+        sys.exit("gpu_record plan: not parts of PARTS: nope")
     for i in range(gpus):
         print(" ".join(parts[i::gpus]))
 elif command == "run":
@@ -481,7 +483,9 @@ elif command == "run":
 """
 
 
-def run_device_record(tmp_path: Path, parts: list[str], sleeps: dict[str, float], deadline: int) -> dict:
+def run_device_record(
+    tmp_path: Path, parts: list[str], sleeps: dict[str, float], deadline: int, *, exit_code: int = 0
+) -> dict:
     checkout, out = tmp_path / "checkout", tmp_path / "out"
     (checkout / "benchmarks").mkdir(parents=True)
     (checkout / "benchmarks" / "__init__.py").write_text("")
@@ -501,7 +505,9 @@ def run_device_record(tmp_path: Path, parts: list[str], sleeps: dict[str, float]
         ["bash", str(ROOT / "scripts" / "device-gpu-record"), "abc1234", *parts],
         cwd=checkout, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    if exit_code:
+        return {"stdout": done.stdout, "stderr": done.stderr}
     subprocess.run(["tar", "-xzf", str(out / "gpu_parts.tgz"), "-C", str(out)], check=True)
     logs = {p.name.removeprefix("gpu_part_").removesuffix(".log"): p.read_text() for p in out.glob("*.log")}
     runs = {p.name.removeprefix("gpu_part_").removesuffix(".json"): json.loads(p.read_text())
@@ -524,3 +530,8 @@ def test_no_part_starts_with_less_than_a_minute_left_of_the_deadline(tmp_path: P
     assert "c not started" in seen["logs"]["c"] and "of RECORD_DEADLINE_S" in seen["logs"]["c"]
     none = run_device_record(tmp_path / "none", ["a", "b"], {}, deadline=59)
     assert none["runs"] == {} and all("not started" in log for log in none["logs"].values())
+
+
+def test_a_plan_that_fails_stops_the_script_before_any_part_runs(tmp_path: Path) -> None:
+    failed = run_device_record(tmp_path, ["a", "nope"], {}, deadline=580, exit_code=2)
+    assert "not parts of PARTS: nope" in failed["stderr"] and "== a:" not in failed["stdout"]
