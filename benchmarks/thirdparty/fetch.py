@@ -131,12 +131,16 @@ class Source:
     def describe(self, program: Program) -> str:
         if self.mirrors is None:
             return f"{self.raw_url}/{program.repository}/{program.commit}/"
-        return str(self.mirrors / program.repository.replace("/", "+"))
+        return str(self._mirror(program))
+
+    def _mirror(self, program: Program) -> Path:
+        assert self.mirrors is not None
+        return self.mirrors / program.repository.replace("/", "+")
 
     def read(self, program: Program, relative: str) -> bytes | None:
         if self.mirrors is None:
             return self._download(program, relative)
-        folder = self.mirrors / program.repository.replace("/", "+")
+        folder = self._mirror(program)
         git_dir = next((d for d in (folder / "repo", folder) if (d / "objects").is_dir()), None)
         if git_dir is not None:
             done = subprocess.run(

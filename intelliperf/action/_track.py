@@ -84,9 +84,10 @@ def post_to_pull_request(github: GithubContext, token: str, number: int, result:
     marker = comment_marker(github.job)
     body = f"{result.comment}\n\n{marker}"
     with httpx.Client(base_url=github.api_url, headers=headers, timeout=30) as client:
-        earlier = _marked_comment(client, f"/repos/{github.repository}/issues/{number}/comments", marker)
+        comments = f"/repos/{github.repository}/issues/{number}/comments"
+        earlier = _marked_comment(client, comments, marker)
         if earlier is None:
-            comment = client.post(f"/repos/{github.repository}/issues/{number}/comments", json={"body": body})
+            comment = client.post(comments, json={"body": body})
         else:
             comment = client.patch(
                 f"/repos/{github.repository}/issues/comments/{earlier}", json={"body": body}

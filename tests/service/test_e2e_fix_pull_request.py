@@ -79,20 +79,18 @@ def test_a_regression_on_main_is_answered_by_a_pull_request_naming_its_commit(
 ) -> None:
     source, original, _ = fixed_source("transpose_bank")
     github = FakeGitHub(token=GITHUB_TOKEN)
-    host = github.root.removeprefix("http://")
-    settings = settings_for(database_url, secret_key=SECRET_KEY, github_hosts=[host])
+    settings = settings_for(database_url, secret_key=SECRET_KEY, github_hosts=[github.host])
     with github, ScriptedLLM([known_fix("transpose_bank")], key=LLM_KEY) as llm:
         repo = github.add_repository("acme/kernels", {source: original, "Makefile": "all:\n"})
         commits = [
             repo.commit_files({"CHANGES": f"{n}\n"}, f"push {n}", branch="main") for n in range(COMMITS)
         ]
-        specs = [tracking_spec(host, commit, llm.api_base) for commit in commits]
+        specs = [tracking_spec(github.host, commit, llm.api_base) for commit in commits]
         (fix,) = tracked_pushes(settings, specs, project_with_recording())
         assert (fix.status, fix.spec["kernel"], fix.spec["formula"]) == ("queued", f"^{TRANSPOSE}$", "auto")
-        worker_env = {"INTELLIPERF_GITHUB_API_URL": github.api_url, "INTELLIPERF_GITHUB_HOSTS": host}
         with (
             serve(settings) as live,
-            celery_worker(settings, "w-fix", tmp_path / "worker.log", extra_env=worker_env),
+            celery_worker(settings, "w-fix", tmp_path / "worker.log", extra_env=github.worker_env),
             live.client() as client,
         ):
 

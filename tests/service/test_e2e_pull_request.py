@@ -48,7 +48,7 @@ def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
     github = FakeGitHub(token=GITHUB_TOKEN)
     # the project comes as an archive: the repository's URL names the pull request's owner/name, on a host
     # the service and the worker are configured for (only https URLs of such hosts are accepted)
-    host = github.root.removeprefix("http://")
+    host = github.host
     settings = settings_for(database_url, secret_key=SECRET_KEY, github_hosts=[host])
     with (
         github,
@@ -67,12 +67,8 @@ def test_a_job_goes_from_the_api_through_a_worker_to_a_pull_request(
             "llm": {"model": "scripted", "api_base": llm.api_base, "max_retries": 0},
             "pull_request": {"create_pr": True, "labels": ["intelliperf", "performance"]},
         }
-        worker_env = {  # no key: the service keeps it
-            "INTELLIPERF_GITHUB_API_URL": github.api_url,
-            "INTELLIPERF_GITHUB_HOSTS": host,
-        }
-        log = tmp_path / "worker.log"
-        with celery_worker(settings, "w-e2e", log, extra_env=worker_env), live.client() as client:
+        log = tmp_path / "worker.log"  # no LLM key in the worker's settings: the service keeps it
+        with celery_worker(settings, "w-e2e", log, extra_env=github.worker_env), live.client() as client:
             response = client.post(
                 "/v1/jobs",
                 data={"spec": json.dumps(spec)},

@@ -215,6 +215,17 @@ class FakeGitHub:
         """What to pass to ``Github(base_url=...)``."""
         return self.root + self.prefix
 
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:PORT``: the host of a job's ``https://HOST/owner/name.git`` repository URL that the
+        service (``github_hosts``) and the worker (``worker_env``) accept as this server's."""
+        return self.root.removeprefix("http://")
+
+    @property
+    def worker_env(self) -> dict[str, str]:
+        """A worker's settings that open its pull requests here."""
+        return {"INTELLIPERF_GITHUB_API_URL": self.api_url, "INTELLIPERF_GITHUB_HOSTS": self.host}
+
     def __enter__(self) -> FakeGitHub:
         self._thread.start()
         return self
