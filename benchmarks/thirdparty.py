@@ -1,0 +1,186 @@
+"""What IntelliPerf costs on code nobody here wrote (GPU machine): the third-party set of
+benchmarks/thirdparty/manifest.json, each program built with its own build line and run plainly beside
+`intelliperf run -f diagnoseOnly`, as a user runs it.
+
+Per program: ``plain_s`` (median of ``--repeats`` plain runs, the last of them interleaved with the
+diagnosis), ``timing_s`` and ``counters_s`` (the report's pass timings), the hottest kernel and what was
+diagnosed. Targets (issue 41): ``timing_overhead`` (median of timing_s / plain_s - 1) at most 0.03; on
+every program ``timing_s - plain_s`` at most the larger of 3% of ``plain_s`` and 50 ms; and
+``counter_ratio_max`` (counters_s / plain_s) at most 10. A program whose build or diagnosis fails is a
+row with its error, never a missing row.
+
+    python benchmarks/thirdparty/fetch.py --into .thirdparty [--from MIRRORS]   # once, where there is network
+    python -m benchmarks.thirdparty --sources .thirdparty --out benchmarks/results/thirdparty.json
+                                    [--repeats 5] [--only a,b] [--budget-s 540]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmarks.common import device_name
+from intelliperf.contract import Report
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING_OVERHEAD_TARGET = 0.03
+TIMING_EXCESS_FLOOR_S = 0.05
+COUNTER_RATIO_TARGET = 10.0
+
+
+def load_fetch() -> ModuleType:
+    """benchmarks/thirdparty/fetch.py (a standalone script, not a package module)."""
+    path = ROOT / "benchmarks" / "thirdparty" / "fetch.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_thirdparty_fetch", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def command(run: tuple[str, ...]) -> list[str]:
+    """The program's command line, a leading ``python3`` being this Python."""
+    return [sys.executable, *run[1:]] if run[0] == "python3" else list(run)
+
+
+def within_timing_target(plain_s: float, timing_s: float) -> bool:
+    """Compared in whole microseconds (what the clocks resolve), so 2.06 s against 2.0 s is within 3%."""
+    allowed = max(TIMING_OVERHEAD_TARGET * plain_s, TIMING_EXCESS_FLOOR_S)
+    return round((timing_s - plain_s) * 1e6) <= round(allowed * 1e6)
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The set's medians and maxima over the programs that were measured (a failed one counts nowhere,
+    and is said so by ``measured``)."""
+    measured = [r for r in rows if r.get("timing_s") is not None and r.get("plain_s")]
+    overheads = [r["timing_s"] / r["plain_s"] - 1 for r in measured]
+    ratios = [r["counters_s"] / r["plain_s"] for r in measured if r.get("counters_s") is not None]
+    return {
+        "programs": len(rows),
+        "measured": len(measured),
+        "timing_overhead": round(statistics.median(overheads), 4) if overheads else None,
+        "timing_overhead_max": round(max(overheads), 4) if overheads else None,
+        "timing_within_target_everywhere": (
+            all(within_timing_target(r["plain_s"], r["timing_s"]) for r in measured) if measured else None
+        ),
+        "counter_ratio_median": round(statistics.median(ratios), 3) if ratios else None,
+        "counter_ratio_max": round(max(ratios), 3) if ratios else None,
+        "targets": {
+            "timing_overhead": TIMING_OVERHEAD_TARGET,
+            "timing_excess_floor_s": TIMING_EXCESS_FLOOR_S,
+            "counter_ratio_max": COUNTER_RATIO_TARGET,
+        },
+    }
+
+
+def plain_run(argv: list[str], cwd: Path) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True, timeout=600)
+    return time.perf_counter() - began
+
+
+def diagnose(argv: list[str], project: Path, out: Path) -> Report:
+    report = out / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(project),
+         "-o", str(report), "--", *argv],
+        cwd=project, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    (out / "intelliperf.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"intelliperf run exited {done.returncode}: {done.stderr[-1500:]}")
+    return Report.model_validate_json(report.read_text())
+
+
+def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: int) -> dict:
+    row: dict = {"name": program.name, "kind": program.kind, "repository": program.repository,
+                 "commit": program.commit, "run": list(program.run)}  # fmt: skip
+    project = scratch / program.name
+    shutil.copytree(sources / program.name, project)
+    out = reports / program.name
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if program.build:
+            began = time.perf_counter()
+            subprocess.run(
+                program.build, shell=True, cwd=project, check=True, capture_output=True, timeout=900
+            )
+            row["build_s"] = round(time.perf_counter() - began, 3)
+        argv = command(program.run)
+        plain = [plain_run(argv, project) for _ in range(max(repeats - 1, 1))]
+        report = diagnose(argv, project, out)
+        plain.append(plain_run(argv, project))
+    except (subprocess.SubprocessError, RuntimeError, OSError) as err:
+        row["error"] = str(err)[-1500:]
+        return row
+    plain_s = statistics.median(plain)
+    timing_s, counters_s = report.passes.timing_s, report.passes.counters_s
+    hottest = report.kernels[0] if report.kernels else None
+    row |= {
+        "plain_s": round(plain_s, 4),
+        "plain_runs": [round(p, 4) for p in plain],
+        "timing_s": timing_s,
+        "counters_s": counters_s,
+        "setup_s": report.passes.setup_s,
+        "timing_overhead": round(timing_s / plain_s - 1, 4) if timing_s is not None else None,
+        "within_timing_target": within_timing_target(plain_s, timing_s) if timing_s is not None else None,
+        "counter_ratio": round(counters_s / plain_s, 3) if counters_s is not None else None,
+        "kernels": len(report.kernels),
+        "launches": sum(k.launches for k in report.kernels),
+        "hottest": hottest.demangled if hottest else None,
+        "bottlenecks": sorted({d.formula for d in report.diagnoses if d.present}),
+    }
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sources", type=Path, default=ROOT / ".thirdparty")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "thirdparty.json")
+    parser.add_argument("--reports", type=Path, default=None, help="each program's report and log")
+    parser.add_argument("--repeats", type=int, default=5, help="plain runs per program")
+    parser.add_argument("--only", default=None, help="comma-separated program names")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="no program starts after this")
+    args = parser.parse_args(argv)
+    fetch = load_fetch()
+    programs = fetch.read_manifest()
+    if args.only:
+        programs = [p for p in programs if p.name in args.only.split(",")]
+    missing = [p.name for p in programs if not fetch.in_place(p, args.sources / p.name)]
+    if missing:
+        print(f"thirdparty: not fetched into {args.sources}: {', '.join(missing)} "
+              "(python benchmarks/thirdparty/fetch.py --into ...)", file=sys.stderr)  # fmt: skip
+        return 2
+    began = time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="thirdparty-") as scratch:
+        reports = args.reports or Path(scratch) / "reports"
+        for program in programs:
+            if time.monotonic() - began > args.budget_s:
+                rows.append({"name": program.name, "error": "not started: --budget-s ran out"})
+                continue
+            row = measure(program, args.sources, Path(scratch), reports, args.repeats)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    result = {"device": device_name(), "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+              **summarize(rows), "rows": rows}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
