@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,13 +40,15 @@ TIMING_EXCESS_FLOOR_S = 0.05
 COUNTER_RATIO_TARGET = 10.0
 
 
+@cache
 def load_fetch() -> ModuleType:
-    """benchmarks/thirdparty/fetch.py (a standalone script, not a package module)."""
+    """benchmarks/thirdparty/fetch.py (a standalone script, not a package module: `benchmarks.thirdparty`
+    is this file), loaded once."""
     path = ROOT / "benchmarks" / "thirdparty" / "fetch.py"
     spec = importlib.util.spec_from_file_location("benchmarks_thirdparty_fetch", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

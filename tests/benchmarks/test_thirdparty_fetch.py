@@ -6,32 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import importlib.util
 import json
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from benchmarks.thirdparty import load_fetch
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "thirdparty" / "fetch.py"
-
-
-def load_fetch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("thirdparty_fetch", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 fetch = load_fetch()
 FILES = {
     "Makefile": b"all:\n\tnvcc -o main main.cu\n",
