@@ -131,7 +131,7 @@ CMD ["intelliperf", "worker"]
 
 # --- worker-rocm -------------------------------------------------------------------------------------
 
-# NOT YET RUN ON AMD HARDWARE: IntelliPerf's AMD backend (intelliperf/gpu/amd.py: rocprofv3's kernel
+# NOT YET RUN ON AMD HARDWARE: IntelliPerf's AMD backend (intelliperf/gpu/amd/backend.py: rocprofv3's kernel
 # trace and counters) and its GPU probe (amd-smi, rocm-smi) are built and tested against the tools'
 # documented formats only. `intelliperf worker` here serves gpu.amd.<gfx> and gpu.amd.any; rewrites are
 # judged by the job's --unittest_command (Accordo captures CUDA launches only).

@@ -1,7 +1,7 @@
 """Buffer capture through libaccordo's capture mode: run an application, snapshot the device buffers of
 every launch of the kernels matching a regex before and after the kernel, and read the capture file.
 
-The file format is specified in accordo/native/FORMAT.md. Buffers are not copied when the file is read:
+The file format is specified in profiler/native/FORMAT.md. Buffers are not copied when the file is read:
 ``Buffer.data`` is a numpy uint8 view over a read-only memory map of the file. A snapshot stored as a SAME
 record (its bytes equal an earlier snapshot's) is a ``Buffer`` over that earlier snapshot's bytes.
 """
@@ -20,8 +20,7 @@ from typing import Literal
 import numpy as np
 
 from intelliperf.errors import KernelNotFoundError, ProfileError, tail
-
-from .trace import AppRun, accordo_messages, injection_env, run_app
+from profiler.trace import AppRun, accordo_messages, injection_env, run_app
 
 __all__ = [
     "Buffer",
@@ -32,12 +31,14 @@ __all__ = [
     "LaunchShape",
     "Module",
     "Param",
+    "equal_bytes",
     "read_capture",
     "run_capture",
     "write_restore",
 ]
 
 MAGIC = b"ACCORDO1"
+EQUAL_CHUNK = 4 << 20  # equal_bytes compares this many bytes at a time (cache-sized; no large temporaries)
 VERSION = 1
 NO_LAUNCH = 0xFFFFFFFFFFFFFFFF  # the all-ones u64: an ERROR record about no one launch
 
@@ -105,6 +106,19 @@ class Buffer:
     def data(self) -> np.ndarray:
         """The bytes as a read-only uint8 array backed by the file (no copy)."""
         return np.frombuffer(self._map, dtype=np.uint8, count=self.nbytes, offset=self.file_offset)
+
+    @property
+    def raw(self) -> memoryview:
+        """The bytes as a read-only memoryview of the file (no copy), for writing them elsewhere."""
+        return memoryview(self._map)[self.file_offset : self.file_offset + self.nbytes]
+
+    def same_as(self, other: Buffer) -> bool:
+        """Whether both snapshots hold the same bytes (free when one repeats the other in the file)."""
+        if self.nbytes != other.nbytes:
+            return False
+        if self._map is other._map and self.file_offset == other.file_offset:
+            return True
+        return equal_bytes(self.data, other.data)
 
     def view(self, dtype: np.typing.DTypeLike, *, byte_offset: int = 0, count: int = -1) -> np.ndarray:
         """The bytes from ``byte_offset`` on, read as ``dtype`` (no copy)."""
@@ -449,6 +463,18 @@ def read_capture(path: str | os.PathLike[str]) -> Capture:
     )
 
 
+def equal_bytes(a: np.ndarray | bytes | memoryview, b: np.ndarray | bytes | memoryview) -> bool:
+    """Whether two byte strings are equal, compared ``EQUAL_CHUNK`` bytes at a time: a snapshot of a
+    large buffer costs a pass over memory, not a boolean array of its size (np.array_equal's)."""
+    x, y = np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8)  # contiguous: as bytes
+    if x.nbytes != y.nbytes:
+        return False
+    return all(
+        np.array_equal(x[start : start + EQUAL_CHUNK], y[start : start + EQUAL_CHUNK])
+        for start in range(0, x.nbytes, EQUAL_CHUNK)
+    )
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Restoring
 
@@ -461,13 +487,16 @@ def write_restore(
     """The inputs of every launch of ``capture``, as capture mode's ACCORDO_RESTORE reads them: one file
     per launch and parameter, ``<seq>-<param>.bin``, holding the snapshot taken before the kernel, or what
     ``replace`` returns for it (None: the snapshot). A snapshot that repeats an earlier one (a SAME record)
-    and is not replaced is a hard link to that one's file, so a loop of launches on unchanged buffers costs
-    its bytes once. Returns the folder (created; must be empty)."""
+    and is not replaced, or a replacement ``replace`` returned before (the same object), is a hard link to
+    that one's file, so a loop of launches on unchanged buffers costs its bytes once. Returns the folder
+    (created; must be empty)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise ValueError(f"{out} is not empty")
     written: dict[tuple[int, int], Path] = {}
+    # id() of each replacement written -> (the object, kept alive so the id is not reused; its file)
+    replacements: dict[int, tuple[bytes, Path]] = {}
     for launch in capture.launches:
         for buffer in launch.buffers:
             if buffer.phase != "before":
@@ -475,14 +504,19 @@ def write_restore(
             path = out / f"{launch.seq}-{buffer.param_index}.bin"
             replaced = replace(launch, buffer) if replace is not None else None
             if replaced is not None:
+                earlier = replacements.get(id(replaced))
+                if earlier is not None:
+                    os.link(earlier[1], path)
+                    continue
                 path.write_bytes(replaced)
+                replacements[id(replaced)] = (replaced, path)
                 continue
             same = written.get((buffer.source_id, buffer.file_offset))
             if same is not None:
                 os.link(same, path)
                 continue
             with path.open("wb") as sink:
-                sink.write(memoryview(buffer._map)[buffer.file_offset : buffer.file_offset + buffer.nbytes])
+                sink.write(buffer.raw)
             written[(buffer.source_id, buffer.file_offset)] = path
     return out
 
@@ -544,7 +578,7 @@ def run_capture(
     if budget_bytes is not None and budget_bytes <= 0:
         raise ValueError("budget_bytes must be positive")
     if library is None:
-        from accordo.build import native_library
+        from profiler.build import native_library
 
         library = native_library()
     # PyTorch's caching allocator packs tensors into shared blocks; with it off every tensor is its own
@@ -569,7 +603,7 @@ def run_capture(
     return _judge(app, captures, kernel_regex, timeout_s)
 
 
-BUDGET_ERROR = "capture budget:"  # how accordo/native/capture.cpp starts the ERROR record of a launch over it
+BUDGET_ERROR = "capture budget:"  # how profiler/native/capture.cpp starts the ERROR of a launch over it
 
 
 class CaptureBudgetError(ProfileError):

@@ -63,7 +63,7 @@ import numpy as np
 from intelliperf.contract.report import BufferComparison, LaunchComparison
 from intelliperf.errors import ValidationError
 
-from .capture import Buffer, Capture, Launch, Param
+from .capture import Buffer, Capture, Launch, Param, equal_bytes
 from .float_bound import Tolerance, check_floats, noise_factor, reference_stats
 from .signature import ParamType, element_type, parse_parameters
 
@@ -283,22 +283,11 @@ def _first_input_difference(pair: _Pair) -> int | None:
 
 def _first_change(before: Buffer, after: Buffer) -> int | None:
     """First byte the kernel changed, or None."""
-    if _same_bytes(before, after):
+    if before.same_as(after):
         return None
     return _first_true(
         (offset, _raw(after, 1, offset, count) != _raw(before, 1, offset, count))
         for offset, count in _chunks(before.nbytes, 1)
-    )
-
-
-def _same_bytes(a: Buffer, b: Buffer) -> bool:
-    if a.nbytes != b.nbytes:
-        return False
-    if a._map is b._map and a.file_offset == b.file_offset:  # one snapshot recorded as a repeat of the other
-        return True
-    return all(
-        np.array_equal(_raw(a, 1, offset, count), _raw(b, 1, offset, count))
-        for offset, count in _chunks(a.nbytes, 1)
     )
 
 
@@ -311,7 +300,7 @@ def written_params(reference: Sequence[Capture]) -> frozenset[int]:
                 if before.phase != "before" or before.param_index in written:
                     continue
                 after = launch.buffer(before.param_index, "after")
-                if after is not None and not _same_bytes(before, after):
+                if after is not None and not before.same_as(after):
                     written.add(before.param_index)
     return frozenset(written)
 
@@ -421,7 +410,7 @@ def _element_stats(
     differing = []
     for offset, count in _chunks(pair.cand_after.nbytes, size):
         cand = _raw(pair.cand_after, size, offset, count)
-        if all(np.array_equal(_raw(b, size, offset, count), cand) for b in pair.refs_after):
+        if all(equal_bytes(_raw(b, size, offset, count), cand) for b in pair.refs_after):
             stats.checked += count
         else:
             differing.append((offset, count))
@@ -571,7 +560,7 @@ def _compare_pair(
         )
         return BufferComparison(role=role, passed=False, reason=message, **common), _Failure(kind, message)
 
-    rewritten = all(_same_bytes(b, a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
+    rewritten = all(b.same_as(a) for b, a in zip(pair.refs_before, pair.refs_after, strict=True))
     stats = _element_stats(pair, atol, rtol, alpha, terms, rewritten)
     failure = None
     reason = None
@@ -643,7 +632,7 @@ def reference_disagrees(reference: Sequence[Capture]) -> bool:
             if buffer.phase != "after":
                 continue
             others = [capture.launches[position].buffer(buffer.param_index, "after") for capture in reference]
-            if any(other is None or not _same_bytes(buffer, other) for other in others[1:]):
+            if any(other is None or not buffer.same_as(other) for other in others[1:]):
                 return True
     return False
 

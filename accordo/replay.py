@@ -1,6 +1,6 @@
 """Replay of captured launches: a kernel run again, alone, on the inputs a capture holds for one launch.
 
-A capture (accordo/native/FORMAT.md) holds, for every launch of the kernels it matched, the launch's
+A capture (profiler/native/FORMAT.md) holds, for every launch of the kernels it matched, the launch's
 parameters, the bytes of every allocation its pointer parameters reach before and after the kernel, its
 launch shape (SHAPE) and the cubin its kernel came from (MODULE). A replay loads that cubin into a fresh
 context, allocates each allocation anew, fills it with the before-snapshot, patches the pointer parameters

@@ -7,7 +7,7 @@ launch of the target kernel, timed by one of two instruments (``timer``):
   mode, ``accordo.timing``), with no CUPTI activity enabled; each timed launch starts on an idle device
   with no persisting L2 lines (``ACCORDO_QUIESCE``): work the program put on another stream neither
   overlaps it nor escapes its events, and an access-policy window left set buys nothing;
-* ``cupti``: the tracer's CUPTI kernel activity records (``accordo.trace``).
+* ``cupti``: the tracer's CUPTI kernel activity records (``profiler.trace``).
 
 On an H100, CUPTI's activity records slowed some memory-bound kernels by 3-5 us per launch and moved
 their speedups by 3-7% against the same kernels timed by events (``benchmarks/speedup_probe.py``), while
@@ -33,10 +33,10 @@ from typing import Literal
 
 from intelliperf.contract.report import Speedup
 from intelliperf.errors import ProfileError
+from profiler.trace import run_traced
 
 from .stats import t_quantile
 from .timing import run_timed
-from .trace import run_traced
 
 __all__ = [
     "FLAG_ABOVE",

@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from intelliperf.errors import ProfileError
-
-from .trace import NO_EXIT_HANDLERS, accordo_messages, jsonl_records, run_jsonl_mode
+from profiler.trace import NO_EXIT_HANDLERS, accordo_messages, jsonl_records, run_jsonl_mode
 
 __all__ = ["TimedLaunch", "TimedRun", "read_timing", "run_timed"]
 

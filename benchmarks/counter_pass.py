@@ -2,8 +2,8 @@
 
 Per example: the plain run; Nsight Compute's floor (the application under ncu with the counter pass's
 section folder and a kernel filter that matches nothing: ncu's start-up and injection, no replay); the
-profiling run exactly as the counter pass issues it (`intelliperf.gpu.ncu.profile_command`: the formulas'
-metrics, our source section, the source page printed into the log); the raw page as the counter pass
+profiling run exactly as the counter pass issues it (`intelliperf.gpu.nvidia.ncu.profile_command`: the
+formulas' metrics, our source section, the source page printed into the log); the raw page as the counter pass
 reads it (`read_raw_page`: ncu's report reader, only the pass's metrics and the device's facts) and, for
 comparison, as the reader reads every metric and as ncu exports it; and the
 SASS-page export it no longer needs. Each timing is the median of --repeats. The fit at the end is a
@@ -39,9 +39,9 @@ eight-kernel example, the pass side by side with the pass without them, and the 
 against one of them alone (what a replay pass costs per kernel). Beside it, from the recorded raw pages
 (tests/fixtures/gpu), how far each sm_90 sub-unit's absence would under-read its unit's utilization.
 
-    python benchmarks/counter_pass.py --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
-    python benchmarks/counter_pass.py --pass-budget   (writes benchmarks/results/counter_pass_budget.json)
-    python benchmarks/counter_pass.py --against-ncu [--only example/binary,...]
+    python -m benchmarks.counter_pass --out benchmarks/results/counter_pass.json [--record DIR] [--plans]
+    python -m benchmarks.counter_pass --pass-budget   (writes benchmarks/results/counter_pass_budget.json)
+    python -m benchmarks.counter_pass --against-ncu [--only example/binary,...]
         (writes benchmarks/results/counter_pass_vs_ncu.json)
 """
 
@@ -52,23 +52,20 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from accordo.trace import run_traced  # noqa: E402
-from benchmarks.common import device_name, plain_wall  # noqa: E402
-from formulas.quantities import Quantity  # noqa: E402
-from formulas.selection import formulas_for, metrics_for  # noqa: E402
-from intelliperf.engine.diagnose import targets_of  # noqa: E402
-from intelliperf.gpu.backend import rank_kernels  # noqa: E402
-from intelliperf.gpu.cupti_counters import CounterRecords, parse_counters  # noqa: E402
-from intelliperf.gpu.ncu import (  # noqa: E402
+from benchmarks.common import device_name, plain_wall
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Quantity
+from intelliperf.engine.diagnose import targets_of
+from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
+from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, parse_counters
+from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.nvidia.ncu import (
     EXPORTS,
     LOG_FILE,
     RAW_PAGE,
@@ -81,10 +78,11 @@ from intelliperf.gpu.ncu import (  # noqa: E402
     profile_command,
     read_raw_page,
 )
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass  # noqa: E402
-from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
-from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics  # noqa: E402
-from intelliperf.gpu.profiles import DEVICE_METRICS, counted_metrics  # noqa: E402
+from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
+from intelliperf.gpu.nvidia.profiles import DEVICE_METRICS, counted_metrics
+from profiler.trace import run_traced
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLES = ROOT / "examples"
 RECORDED = ROOT / "tests" / "fixtures" / "gpu"

@@ -13,7 +13,7 @@ with a "library" prefix must list the kernels with that prefix as library kernel
 them. Per formula, the estimated saving is set beside the saving the fixed version measured (the
 example kernel's median time, original against fixed, from the two timing passes).
 
-    python benchmarks/diagnose.py --out benchmarks/results/diagnose.json [--record tests/fixtures/gpu]
+    python -m benchmarks.diagnose --out benchmarks/results/diagnose.json [--record tests/fixtures/gpu]
 """
 
 from __future__ import annotations
@@ -22,18 +22,16 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import plain_wall
+from intelliperf.contract import Application, JobSpec, Report
+from intelliperf.engine.diagnose import run_diagnosis
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
+from intelliperf.gpu.nvidia.kernel_names import function_name
 
-from benchmarks.common import plain_wall  # noqa: E402
-from intelliperf.contract import Application, JobSpec, Report  # noqa: E402
-from intelliperf.engine.diagnose import run_diagnosis  # noqa: E402
-from intelliperf.gpu.kernel_names import function_name  # noqa: E402
-from intelliperf.gpu.nvidia import NvidiaBackend  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLES = ROOT / "examples"
 

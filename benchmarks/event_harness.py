@@ -30,12 +30,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `accordo` importable
-    sys.path.insert(0, str(ROOT))
+from accordo.capture import Launch
+from accordo.cuda_driver import SPIN_KERNEL, SPIN_PTX
 
-from accordo.capture import Launch  # noqa: E402
-from accordo.cuda_driver import SPIN_KERNEL, SPIN_PTX  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = [
     "EventHarness",
@@ -619,13 +617,13 @@ class EventHarness:
 def main(argv: list[str] | None = None) -> int:
     """Time one captured launch with a reference and a candidate source:
 
-    python benchmarks/event_harness.py --capture capture.bin --trace trace.jsonl --kernel NAME \
+    python -m benchmarks.event_harness --capture capture.bin --trace trace.jsonl --kernel NAME \
         --ref ref.cu --cand fixed.cu [--arch sm_90]
     """
     import tempfile
 
     from accordo.capture import read_capture
-    from accordo.trace import read_trace
+    from profiler.trace import read_trace
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--capture", type=Path, required=True, help="Accordo capture file")

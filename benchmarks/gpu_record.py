@@ -3,8 +3,10 @@
 CI has no GPU, so it cannot run the tests marked ``gpu``. Instead, whoever changes code that runs on or
 drives the GPU runs those tests on a GPU machine with this script and commits the record it writes,
 ``benchmarks/results/gpu_tests.json``. The GPU tests are split into the parts of ``PARTS``: each part names
-its test files and the files its tests drive (glob patterns), and the record holds, per part, a sha256 over
-those files and the part's own definition, with the device, the commit and pytest's counts. CI
+its test files and the files its tests drive (glob patterns), to which every Python file of the repository
+that those import (anywhere in them, lazily too) or run with ``-m`` is added, transitively; the record
+holds, per part, a sha256 over those files and the part's own definition, with the device, the commit and
+pytest's counts. CI
 (tests/test_gpu_record.py) recomputes every part's hash: a change to one part's files makes that part
 stale, and only that part needs running again.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -48,7 +51,7 @@ from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "results" / "gpu_tests.json"
-FORMAT = 2
+FORMAT = 3  # 3: a part also covers every Python file its files import (python_closure)
 
 
 @dataclass(frozen=True)
@@ -60,18 +63,26 @@ class Part:
     drives: tuple[str, ...]
 
 
+# The repository's own top-level packages: imports of these are followed (python_closure).
+PACKAGES = frozenset(
+    {"accordo", "benchmarks", "formulas", "intelliperf", "profiler", "service", "tests", "worker"}
+)
+# Imports not followed from a file: the engine's CLI loads the service and the worker only for their own
+# commands (`intelliperf serve`, `intelliperf worker`), which no GPU test runs through it; the parts that
+# test the service or the worker import them themselves.
+OTHER_COMMANDS = {"intelliperf/cli.py": frozenset({"service", "worker"})}
 # What every GPU test depends on: which tests count as GPU tests and when they skip.
 COMMON = ("tests/conftest.py",)
+# the native profiler: the CUPTI injection library (sources, Makefile, FORMAT.md), its build, its driver
+PROFILER = ("profiler/**/*.py", "profiler/native/*")
 ACCORDO = (
     "accordo/**/*.py",
-    "accordo/native/*",  # the CUPTI injection library: sources, Makefile, FORMAT.md
+    *PROFILER,
     "tests/accordo/conftest.py",
     "tests/accordo/*.cu",
     "tests/accordo/*.cpp",
 )
-# what the profile passes run of Accordo: the native library, its build and the tracer's driver
-ACCORDO_PROFILER = ("accordo/__init__.py", "accordo/build.py", "accordo/trace.py", "accordo/native/*")
-GPU_BACKEND = ("intelliperf/gpu/**/*.py", "intelliperf/gpu/ncu_sections/*")
+GPU_BACKEND = ("intelliperf/gpu/**/*.py", "intelliperf/gpu/nvidia/ncu_sections/*")
 # the parts of the engine that profile, run candidates on the GPU and judge them, and its one entry point
 ENGINE = (
     "intelliperf/engine/entry.py",
@@ -94,7 +105,7 @@ EXAMPLES = (
 
 # what `intelliperf run -f diagnoseOnly` runs: the profile passes, the engine's diagnosis, the formulas
 DIAGNOSIS = (
-    *ACCORDO_PROFILER,
+    *PROFILER,
     *GPU_BACKEND,
     "intelliperf/engine/entry.py",
     "intelliperf/engine/diagnose.py",
@@ -153,7 +164,7 @@ PARTS: tuple[Part, ...] = (
     Part(
         "counters",
         ("tests/test_gpu_counters.py", "tests/test_gpu_ncu_pages.py"),
-        (*ACCORDO_PROFILER, *GPU_BACKEND, *EXAMPLES, "benchmarks/counter_pass.py"),
+        (*PROFILER, *GPU_BACKEND, *EXAMPLES, "benchmarks/counter_pass.py"),
     ),
     Part("proton", ("tests/test_gpu_proton.py",), (*GPU_BACKEND, "examples/triton_*/*")),
     Part(
@@ -240,14 +251,107 @@ def part_args(part: Part) -> list[str]:
     return ["-m", "gpu", *part.tests]
 
 
+def module_file(root: Path, name: str) -> str | None:
+    """The file under ``root`` that module ``name`` is (a package's ``__init__.py``), if it is one of
+    this repository's packages."""
+    parts = name.split(".")
+    if parts[0] not in PACKAGES or not all(part.isidentifier() for part in parts):
+        return None
+    base = root.joinpath(*parts)
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate.relative_to(root).as_posix()
+    return None
+
+
+def _module_name(rel: str) -> tuple[str, bool]:
+    """The dotted name of the module file ``rel`` and whether it is a package's ``__init__``."""
+    parts = list(PurePosixPath(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def _spawned(node: ast.AST) -> list[str]:
+    """The modules a sequence of arguments runs with ``-m`` (``[sys.executable, "-m", "intelliperf"]``)."""
+    items = node.elts if isinstance(node, ast.List | ast.Tuple) else getattr(node, "args", [])
+    values = [i.value if isinstance(i, ast.Constant) and isinstance(i.value, str) else None for i in items]
+    return [after for before, after in itertools.pairwise(values) if before == "-m" and after]
+
+
+def imported_names(source: str, rel: str) -> set[str]:
+    """The modules (with their parent packages) that the Python file ``rel`` imports anywhere in it, a
+    function's lazy imports included, and those it runs in a subprocess with ``-m`` (with __main__)."""
+    module, is_package = _module_name(rel)
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.List | ast.Tuple | ast.Call):
+            for spawned in _spawned(node):
+                names.update((spawned, f"{spawned}.__main__"))
+    with_parents = set()
+    for name in names:
+        parts = name.split(".")
+        with_parents.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return with_parents
+
+
+_IMPORTS: dict[tuple[str, int, int], set[str]] = {}
+
+
+def _imports_of(path: Path, rel: str) -> set[str]:
+    """imported_names of a file, parsed once per content (by path, modification time and size)."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _IMPORTS:
+        try:
+            _IMPORTS[key] = imported_names(path.read_text(), rel)
+        except (SyntaxError, UnicodeDecodeError):
+            _IMPORTS[key] = set()
+    return _IMPORTS[key]
+
+
+def python_closure(root: Path, starts: list[str]) -> set[str]:
+    """The repository's Python files that ``starts`` reach by import or ``-m``, transitively, with every
+    ``conftest.py`` pytest loads for a test file among them."""
+    seen: set[str] = set()
+    queue = [rel for rel in starts if rel.endswith(".py") and (root / rel).is_file()]
+    while queue:
+        rel = queue.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        names = _imports_of(root / rel, rel)
+        skipped = OTHER_COMMANDS.get(rel, frozenset())
+        names = {name for name in names if name.split(".")[0] not in skipped}
+        reached = {module_file(root, name) for name in names}
+        folders = PurePosixPath(rel).parents if rel.startswith("tests/") else ()
+        reached.update(f"{folder}/conftest.py" for folder in folders if folder.parts[:1] == ("tests",))
+        queue.extend(r for r in reached if r and r not in seen and (root / r).is_file())
+    return seen
+
+
 def covered_files(root: Path, part: Part) -> list[str]:
-    """The files under ``root`` that ``part`` covers (its tests, what they drive, COMMON), sorted."""
+    """The files under ``root`` that ``part`` covers, sorted: its tests, what its ``drives`` patterns name
+    (native sources, examples), COMMON, and every Python file of the repository those reach by import or
+    run with ``-m`` (python_closure), so a module imported anywhere below a test is never left out."""
     found: set[str] = set()
     for pattern in (*COMMON, *part.tests, *part.drives):
         for path in root.glob(pattern):
             rel = path.relative_to(root).as_posix()
             if path.is_file() and not _excluded(rel):
                 found.add(rel)
+    found |= {rel for rel in python_closure(root, sorted(found)) if not _excluded(rel)}
     return sorted(found)
 
 

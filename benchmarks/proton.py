@@ -44,7 +44,7 @@ from benchmarks.proton_shares import (
     sampled_lines,
     share_errors,
 )
-from intelliperf.gpu.ncu import export_page, parse_raw_csv
+from intelliperf.gpu.nvidia.ncu import export_page, parse_raw_csv
 from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formulas.base import is_toolkit_file
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view
+from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view
 from intelliperf.gpu.proton_runner import instrument
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +147,7 @@ def sampled_instructions(page: str, kernel: str) -> list[tuple[int, str, float]]
     instructions = instructions_from_cuda_sass(page).get(kernel, {}).values()
     if any(SAMPLES not in i.metrics for i in instructions):
         return []
-    return sorted((int(i.address, 16), i.sass, i.metrics[SAMPLES]) for i in instructions)
+    return sorted((int(i.address, 16), i.assembly, i.metrics[SAMPLES]) for i in instructions)
 
 
 def record_order(source: str, kernel: str) -> list[tuple[str, str]]:

@@ -29,9 +29,9 @@ import tempfile
 from pathlib import Path
 
 from accordo.signature import kernel_pattern
-from accordo.trace import run_traced
 from benchmarks.event_harness import EventHarness
 from benchmarks.validate import first_launch, prepare_pair
+from profiler.trace import run_traced
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

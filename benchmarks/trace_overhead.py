@@ -11,7 +11,7 @@ set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's 
     python -m benchmarks.trace_overhead [--rounds 10] [--only full,libaccordo] [--apps probe_app]
         [--old-native DIR] [--variant NAME=CXXFLAGS] [--out trace_overhead.json]
 
---old-native builds libaccordo from other sources too (e.g. a previous commit's accordo/native);
+--old-native builds libaccordo from other sources too (e.g. a previous commit's profiler/native);
 --variant builds the current sources with extra flags (-DACCORDO_DEVICE_BUFFER_BYTES=262144).
 """
 

@@ -36,12 +36,12 @@ from pathlib import Path
 from accordo.capture import Launch, run_capture
 from accordo.signature import kernel_pattern
 from accordo.speedup import measure_speedup
-from accordo.trace import KernelLaunch, run_traced
 from accordo.validate import ValidationOptions, validate
 from benchmarks.common import device_name, plain_wall
 from benchmarks.event_harness import EventHarness, PreparedLaunch, compile_cubin
 from benchmarks.verdicts import print_table as print_stability
 from benchmarks.verdicts import stability
+from profiler.trace import KernelLaunch, run_traced
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -16,7 +16,7 @@ Nsight Compute has no rule for this; ours rests on two measurements.
 
 Every atomic form counts: those whose old value is unused (reductions) and those that return it
 (`slot = atomicAdd(count, 1)`, atomicCAS loops, Triton's `tl.atomic_add` whose result is used). The
-backend says how it counts each (intelliperf.gpu.nvidia_metrics: on sm_90 Nsight Compute reports one of
+backend says how it counts each (intelliperf.gpu.nvidia.metrics: on sm_90 Nsight Compute reports one of
 its counters of the latter as `n/a`, so the largest that has a value is taken); with neither count (or no
 L2 atomic counts) the formula does not decide.
 
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow
-from formulas.quantities import Column, Kind, Quantity
+from formulas.base import Formula
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Kind, Quantity, SourceRow
 
 MIN_CONCENTRATION = 8.0
 MIN_SAVING = 0.15

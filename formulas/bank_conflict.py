@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import KernelProfile
 from formulas.excess import ExcessShareFormula
-from formulas.quantities import Column, Quantity
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Quantity
 
 
 class BankConflict(ExcessShareFormula):

@@ -1,134 +1,22 @@
 """What every formula is: the metrics it needs, how it decides, how it localizes, what it tells the LLM.
 
 A formula reads one kernel's profile (kernel-level quantities plus per-instruction counters attributed
-to source lines, in the vendor-neutral terms of formulas.quantities) and returns a `Diagnosis`. It never
-runs a profiler itself, so every formula can be tested on recorded profiles without a GPU.
+to source lines, in the vendor-neutral terms of intelliperf.contract.profile) and returns a
+`Diagnosis`. It never runs a profiler itself, so every formula can be tested on recorded profiles
+without a GPU.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from formulas.quantities import Column, Kind, Quantity
 from formulas.specs import UnknownArchitectureError
-from intelliperf.contract import Diagnosis, Severity, SourceLine, SourceLocation
-from intelliperf.errors import ProfileError
+from intelliperf.contract import Diagnosis, Severity, SourceLocation
+from intelliperf.contract.profile import KernelProfile, MissingMetricError, Quantity, SourceRow
 
-__all__ = [
-    "CONTEXT_LINES",
-    "Formula",
-    "Instruction",
-    "KernelProfile",
-    "MissingMetricError",
-    "SourceRow",
-    "is_toolkit_file",
-    "severity_for",
-]
-
-CONTEXT_LINES = 4
-
-
-class MissingMetricError(ProfileError):
-    """A quantity a formula needs is absent, `n/a` or not a number in the profile.
-
-    A profiler reports `n/a` for a counter the architecture does not support (Nsight Compute on sm_90, for
-    one of its atomic-instruction counters), and a backend may have no counter for a quantity at all;
-    reading either as 0 would turn "not measured" into "none happened". A formula that meets one says it
-    could not decide (`Formula.evaluate`).
-    """
-
-    def __init__(self, kernel: str, names: Sequence[str]) -> None:
-        self.names = tuple(names)
-        super().__init__(
-            f"{kernel}: the profiler gave no value for {', '.join(self.names)} "
-            "(n/a, unsupported or not collected)"
-        )
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One machine instruction: its address, its text (shown, never interpreted by a formula), its
-    per-instruction counters and what it does, as the backend that profiled it says.
-
-    A profiler's parser fills ``metrics`` with its own column names and leaves ``kind`` OTHER; the backend
-    turns that into `Column` keys and a `Kind` before a formula sees it."""
-
-    address: str
-    sass: str
-    metrics: Mapping[str, float]
-    kind: Kind = Kind.OTHER
-
-
-@dataclass(frozen=True)
-class SourceRow:
-    """One source line of one kernel with the per-line counters Nsight Compute attributes to it."""
-
-    file: str
-    line: int
-    code: str
-    metrics: Mapping[str, float]
-    instructions: Sequence[Instruction] = ()
-
-    def get(self, column: Column) -> float:
-        return self.metrics.get(column, 0.0)
-
-
-@dataclass(frozen=True)
-class KernelProfile:
-    """Everything known about one kernel: tracer timings, counters, source-line counters and source."""
-
-    name: str
-    demangled: str
-    duration_ns: float
-    metrics: Mapping[str, float]
-    instructions: Sequence[Instruction] = ()
-    source: Sequence[SourceRow] = ()
-    source_text: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    launches: int = 1
-    total_ns: float = 0.0
-    arch: str = "sm_90"
-    source_page: bool = True
-    """Whether Nsight Compute's source page had an entry for this kernel (with or without lines)."""
-
-    def optional(self, name: Quantity | str) -> float | None:
-        """A quantity's value, or None where it is absent, `n/a` or not a number."""
-        value = self.metrics.get(name)
-        if value is None or math.isnan(float(value)):
-            return None
-        return float(value)
-
-    def metric(self, name: Quantity | str) -> float:
-        """A quantity's value; raises MissingMetricError where it is absent or `n/a` (never 0)."""
-        value = self.optional(name)
-        if value is None:
-            raise MissingMetricError(self.demangled or self.name, [name])
-        return value
-
-    def instruction_total(self, column: Column, where: Callable[[Instruction], bool] | None = None) -> float:
-        """Sum of a per-instruction counter over the kernel, each instruction counted once.
-
-        Raises MissingMetricError when the kernel has no per-instruction counters at all. A column missing
-        from every instruction is 0: Nsight Compute leaves out a column no instruction of the kernel
-        contributes to (no shared-memory column for a kernel without shared accesses, seen in every
-        recorded profile).
-        """
-        if not self.instructions:
-            raise MissingMetricError(self.demangled or self.name, ["per-instruction source counters"])
-        return sum(i.metrics.get(column, 0.0) for i in self.instructions if where is None or where(i))
-
-    def code_around(self, file: str, line: int, context: int = CONTEXT_LINES) -> list[SourceLine]:
-        lines = self.source_text.get(file)
-        if lines is None:
-            rows = [r for r in self.source if r.file == file and abs(r.line - line) <= context]
-            return [SourceLine(line=r.line, text=r.code, hot=r.line == line) for r in rows]
-        first = max(1, line - context)
-        last = min(len(lines), line + context)
-        return [SourceLine(line=n, text=lines[n - 1], hot=n == line) for n in range(first, last + 1)]
-
+__all__ = ["Formula", "is_toolkit_file", "severity_for"]
 
 TOOLKIT_MARKERS = ("/cuda/include/", "/cuda/targets/", "/cuda-", "/nvidia/cuda", "/site-packages/triton/")
 
@@ -154,7 +42,7 @@ class Formula(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     metrics: ClassVar[tuple[Quantity, ...]]
-    """The quantities the formula reads (formulas.quantities), beside its memory units'."""
+    """The quantities the formula reads (intelliperf.contract.profile), beside its memory units'."""
     units: ClassVar[tuple[str, ...]] = ()
     """Memory units whose utilization the formula reads (formulas.throughput), beside `metrics`."""
     source_columns: ClassVar[tuple[str, ...]] = ()

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow
-from formulas.quantities import Column, Quantity
+from formulas.base import Formula
 from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Quantity, SourceRow
 
 EXECUTED = Column.EXECUTED
 THREADS_EXECUTED = Column.THREADS_EXECUTED

@@ -13,9 +13,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow
-from formulas.quantities import Column, Quantity
+from formulas.base import Formula
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Quantity, SourceRow
 
 __all__ = ["ExcessShareFormula"]
 

@@ -12,7 +12,7 @@ came from DRAM was fetched from L2 again. Taking the ideal bounds away the exces
 requests, so a strided copy whose neighbours hit in cache measures ~1, not its excess. The bytes used
 per sector (what Nsight Compute's MemoryCacheAccessPattern rule reads) is reported beside them. The L1
 and L2 hit rates are not collected: they decide nothing here and cost the counter pass a replay pass
-per kernel (intelliperf/gpu/nvidia_metrics.py); the reuse says what they would.
+per kernel (intelliperf/gpu/nvidia/metrics.py); the reuse says what they would.
 
 Decision: present when the L2 reuse is at least 4 and the estimated saving, the L2's utilization
 times the share of its traffic that on-chip reuse would remove (1 - 1/reuse), is at least 10%.
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow
-from formulas.quantities import Column, Kind, Quantity
+from formulas.base import Formula
 from formulas.throughput import busiest_unit
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Kind, Quantity, SourceRow
 
 FETCHED = Quantity.L2_SECTORS_READ_BY_L1
 DRAM_READ = Quantity.DRAM_SECTORS_READ

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from formulas.base import Formula, KernelProfile, SourceRow
-from formulas.quantities import Column, Kind, Quantity
+from formulas.base import Formula
 from formulas.specs import facts_for
 from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.profile import Column, KernelProfile, Kind, Quantity, SourceRow
 
 LOCAL_LD = Quantity.LOCAL_BYTES_LOADED
 LOCAL_ST = Quantity.LOCAL_BYTES_STORED

@@ -1,8 +1,8 @@
 """The formula registry: in-tree formulas first, then plugins from the `intelliperf.formulas` entry points.
 
 Built once on first use. Registration is checked (unique name, exactly one concrete Formula subclass
-per module, declared quantities that every backend knows: formulas.quantities) so a broken plugin fails
-loudly at start, not halfway through a job.
+per module, declared quantities that every backend knows: intelliperf.contract.profile) so a broken
+plugin fails loudly at start, not halfway through a job.
 """
 
 from __future__ import annotations
@@ -10,16 +10,27 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import Any
 
 from formulas.base import Formula
-from formulas.quantities import Quantity
 from formulas.throughput import UNITS
+from intelliperf.contract import JobSpec
+from intelliperf.contract.profile import Quantity
 from intelliperf.errors import SpecError
 
-__all__ = ["BUILTIN_MODULES", "META_FORMULAS", "FormulaRegistrationError", "all_formulas", "get", "names"]
+__all__ = [
+    "BUILTIN_MODULES",
+    "META_FORMULAS",
+    "FormulaRegistrationError",
+    "all_formulas",
+    "formula_problems",
+    "get",
+    "names",
+]
 
 BUILTIN_MODULES = (
     "formulas.bank_conflict",
@@ -61,8 +72,8 @@ def validate(cls: type[Formula], taken: dict[str, type[Formula]]) -> None:
     bad = [m for m in cls.metrics if not isinstance(m, Quantity)]
     if bad:
         raise FormulaRegistrationError(
-            f"{name}: metrics must be formulas.quantities.Quantity members (a backend maps each onto its "
-            f"profiler), got {bad}"
+            f"{name}: metrics must be intelliperf.contract.profile.Quantity members (a backend maps each "
+            f"onto its profiler), got {bad}"
         )
     unknown = [unit for unit in cls.units if unit not in UNITS]
     if unknown:
@@ -85,6 +96,30 @@ def all_formulas() -> dict[str, type[Formula]]:
 
 def names() -> list[str]:
     return list(all_formulas())
+
+
+def formula_problems(spec: JobSpec | Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each formula name in ``spec`` that no installed formula (built-in or plugin) and no meta name has:
+    where in the spec it is, and why. The doors that make a spec (the CLI, the Action, the API, the engine)
+    ask this before any work; the contract itself checks only a name's form (it is the ground floor, and
+    the registry stands on it). A door that has the spec as it was sent (a mapping that validated as a
+    JobSpec) passes that, so that a sole application's formula, which JobSpec lifts to the spec's, is
+    said where it was written."""
+    data = spec.model_dump() if isinstance(spec, JobSpec) else spec
+    apps = data.get("applications") or []
+    named: list[tuple[tuple[str | int, ...], str]] = [
+        (("applications", index, "formula"), app["formula"])
+        for index, app in enumerate(apps)
+        if isinstance(app, Mapping) and isinstance(app.get("formula"), str)
+    ]
+    if isinstance(data.get("formula"), str):
+        named.append((("formula",), data["formula"]))
+    known = [*names(), *META_FORMULAS]
+    return [
+        (where, f"unknown formula {name!r}; choose one of: {', '.join(known)}")
+        for where, name in named
+        if name not in known
+    ]
 
 
 def get(name: str) -> type[Formula]:

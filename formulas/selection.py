@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from formulas.base import Formula
-from formulas.quantities import Quantity
 from formulas.registry import all_formulas, get
 from formulas.throughput import throughput_metrics
 from intelliperf.contract import Diagnosis, RankedKernel, Selection
+from intelliperf.contract.profile import Quantity
 
 __all__ = ["BASE_METRICS", "formulas_for", "metrics_for", "select"]
 

@@ -1,15 +1,14 @@
 """How busy a memory unit was (DRAM, L2, L1): one quantity per unit, measured as each backend can.
 
 On NVIDIA the unit's utilization is the busiest of its sub-units, read from the cheapest Nsight Compute
-metrics that tell it per architecture (intelliperf.gpu.nvidia_metrics says which and what they cost).
+metrics that tell it per architecture (intelliperf.gpu.nvidia.metrics says which and what they cost).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from formulas.base import KernelProfile, MissingMetricError
-from formulas.quantities import Quantity
+from intelliperf.contract.profile import KernelProfile, MissingMetricError, Quantity
 
 __all__ = ["UNITS", "UNIT_QUANTITIES", "busiest_unit", "throughput_metrics", "unit_utilization"]
 

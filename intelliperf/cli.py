@@ -64,7 +64,7 @@ def _spec_from_options(
         raise SpecError("no application given: put its command after `--`, e.g. `-- ./bin/app arg`")
     tolerances = Tolerances(atol=tolerance) if tolerance is not None else Tolerances()
     try:
-        return JobSpec(
+        spec = JobSpec(
             project_directory=str(project_directory),
             build_command=build_command,
             instrument_command=instrument_command,
@@ -82,6 +82,10 @@ def _spec_from_options(
         )
     except PydanticValidationError as exc:
         raise SpecError(_explain_validation(exc)) from None
+    from intelliperf.spec_checks import check_spec  # the formulas load only for a command that runs a job
+
+    check_spec(spec)
+    return spec
 
 
 def _local_vendor() -> str:
@@ -614,7 +618,7 @@ def replay(
 
 def _build_native_library() -> Path:
     """Accordo's CUPTI library, built now (and said so) when this version and toolchain have none yet."""
-    from accordo.build import cached_library, native_library
+    from profiler.build import cached_library, native_library
 
     library = cached_library()
     if library is None:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from accordo.validate import ValidationOptions
 from intelliperf.contract import JobSpec, Report, ValidationResult
 from intelliperf.errors import IntelliPerfError, SpecError
+from intelliperf.spec_checks import check_spec
 from intelliperf.tracking.changepoints import ChangePoint
 
 if TYPE_CHECKING:
@@ -179,7 +180,9 @@ class FormulaInfo(BaseModel):
     title: str
     description: str = Field(description="The first paragraph of the formula module's docstring")
     metric_label: str = Field(description="The per-line quantity that localizes the bottleneck")
-    metrics: list[str] = Field(description="The vendor-neutral quantities it reads (formulas.quantities)")
+    metrics: list[str] = Field(
+        description="The vendor-neutral quantities it reads (intelliperf.contract.profile)"
+    )
     units: list[str] = Field(description="Memory units whose utilization it reads")
 
 
@@ -205,6 +208,7 @@ def _local_folder(path: str, what: str) -> Path:
 
 
 def _diagnose_spec(spec: JobSpec) -> JobSpec:
+    check_spec(spec)  # as given: a name the caller got wrong is said, even where diagnosis ignores it
     if spec.repository is not None:
         raise SpecError(
             "repository names the project of a job run by an IntelliPerf service (`intelliperf submit`); "
@@ -249,10 +253,10 @@ def run_replay(request: ReplayRequest, progress: Progress | None = None) -> Repo
 def run_validate(request: ValidateRequest, progress: Callable[[str], None] | None = None) -> ValidationResult:
     """`intelliperf validate`: the same checks in the same order, so that without a GPU it stops at the device
     query with the CLI's message, before anything is built."""
-    from accordo.build import cached_library, native_library
     from accordo.signature import kernel_pattern
     from accordo.validate import validate as accordo_validate
     from intelliperf.gpu.device import query_device
+    from profiler.build import cached_library, native_library
 
     try:
         kernel_pattern(request.kernel)

@@ -45,11 +45,11 @@ from intelliperf.jobqueue import RUN_JOB, celery_priority
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
 from service.deliveries import new_deliveries
+from service.job_end import finish
 from service.jobs import (
     DueJob,
     add_event,
     due_for_dispatch,
-    finish,
     mark_dispatched,
     unmark_dispatched,
     unsent_among,

@@ -1,4 +1,5 @@
-"""The job record: submission (idempotent), queries, events, cancellation, and a worker's claim and finish.
+"""The job record: submission (idempotent), queries, events, cancellation, and a worker's claim (its end:
+service.job_end).
 
 Every function takes the caller's Session and leaves committing to it, so a job and its archive and
 first event are written in one transaction or not at all.
@@ -26,7 +27,6 @@ from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
 from service.deliveries import forget_deliveries
 from service.job_log import note
-from service.kernel_samples import record_samples
 from service.secrets import delete_secrets
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ __all__ = [
     "claim",
     "due_for_dispatch",
     "events_after",
-    "finish",
     "get_job",
     "list_jobs",
     "mark_dispatched",
@@ -307,62 +306,6 @@ def claim(session: Session, job_id: str, worker: str, run_id: str | None = None)
         return None
     add_event(session, job_id, "state", f"started on {worker}", stage="running")
     return session.get(Job, job_id)
-
-
-def finish(
-    session: Session,
-    job_id: str,
-    *,
-    status: str,
-    outcome: str,
-    error: str | None = None,
-    report: dict[str, Any] | None = None,
-    diff: str | None = None,
-    summary: str | None = None,
-    speedup: float | None = None,
-    pr_url: str | None = None,
-) -> None:
-    """Record a job's end; with a report, also its kernels' samples (service.kernel_samples), in the
-    caller's transaction."""
-    if status not in FINISHED:
-        raise ValueError(f"{status!r} is not a finished state")
-    now = utcnow()
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id)
-        .values(
-            status=status,
-            outcome=outcome,
-            error=error,
-            report=report,
-            diff=diff,
-            summary=summary,
-            speedup=speedup,
-            pr_url=pr_url,
-            finished_at=now,
-        )
-    )
-    if report is not None:
-        job = session.get(Job, job_id)  # the caller has usually loaded it: no query then
-        if job is not None:
-            record_samples(session, job_id, repository=job.repository, spec=job.spec, report=report, now=now)
-            if status == "succeeded" and job.spec.get("track"):
-                _answer_regressions(session, job)  # before the secrets go: a fix job gets copies
-    delete_secrets(session, job_id)
-    forget_deliveries(session, job_id)
-    message = f"{status}: {outcome}" + (f" ({error.splitlines()[0]})" if error else "")
-    add_event(session, job_id, "state", message, stage=status)
-
-
-def _answer_regressions(session: Session, job: Job) -> None:
-    """Fix jobs for the regressions a tracking job revealed; a failure costs those, never the job's end."""
-    from service.regressions import open_fix_jobs  # it submits jobs: it imports this module
-
-    try:
-        with session.begin_nested():
-            open_fix_jobs(session, job)
-    except Exception:
-        log.exception("job %s: answering its regressions failed; its end is recorded", job.id)
 
 
 class DueJob(NamedTuple):

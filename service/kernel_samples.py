@@ -1,6 +1,6 @@
 """Kernel samples: every finished job's time per kernel, kept as each kernel's time series per repository.
 
-A job's end (service.jobs.finish) records one sample per kernel of its report that is not a library
+A job's end (service.job_end.finish) records one sample per kernel of its report that is not a library
 kernel, in the same transaction; ``(job_id, kernel)`` is unique and the insert skips what is there, so a
 result sent again doubles nothing. A report that does not parse (another engine version, a broken
 worker) costs the job its samples, never its end. The dispatcher's sweep deletes samples older than

@@ -1,4 +1,5 @@
-"""Shared test set-up: a clean environment, and the `gpu` marker skipping where no GPU is visible."""
+"""Shared test set-up: a clean environment, the `gpu` marker skipping where no GPU is visible, and one build
+of the native profiler's library (libaccordo.so) per session."""
 
 from __future__ import annotations
 
@@ -41,3 +42,24 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     from intelliperf.settings import get_settings
 
     get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def native_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("accordo-cache")
+
+
+@pytest.fixture(scope="session")
+def native_lib(native_cache: Path) -> Path:
+    """libaccordo.so, force-built into a temporary cache directory."""
+    from profiler.build import native_library
+
+    old = os.environ.get("ACCORDO_CACHE_DIR")
+    os.environ["ACCORDO_CACHE_DIR"] = str(native_cache)
+    try:
+        return native_library(force=True)
+    finally:
+        if old is None:
+            del os.environ["ACCORDO_CACHE_DIR"]
+        else:
+            os.environ["ACCORDO_CACHE_DIR"] = old

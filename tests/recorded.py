@@ -7,8 +7,8 @@ from pathlib import Path
 
 from benchmarks.diagnose import is_kernel
 from benchmarks.diagnose import marker_line as marker_in
-from formulas.base import KernelProfile
 from intelliperf.contract import Application, JobSpec, RankedKernel, Report
+from intelliperf.contract.profile import KernelProfile
 from intelliperf.engine.diagnose import run_diagnosis
 from intelliperf.gpu.replay import ReplayBackend
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.counter_pass import WORK_COUNTS
-from formulas.quantities import Column, Quantity
 from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Column, Quantity
 from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.cupti_counters import counter_pass_lock, parse_counters
-from intelliperf.gpu.ncu import parse_raw_csv, profile_command, read_raw_page
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass
-from intelliperf.gpu.nvidia import NvidiaBackend
-from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.profiles import counted_metrics
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
+from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock, parse_counters
+from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.nvidia.ncu import parse_raw_csv, profile_command, read_raw_page
+from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
+from intelliperf.gpu.nvidia.profiles import counted_metrics
 from intelliperf.gpu.replay import ReplayBackend
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from accordo.trace import run_traced
-from formulas.quantities import Column
 from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Column
 from intelliperf.engine.diagnose import targets_of
 from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.cupti_counters import counter_pass_lock
-from intelliperf.gpu.ncu import (
+from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock
+from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.nvidia.ncu import (
     EXPORTS,
     RAW_PAGE,
     export_page,
@@ -30,9 +30,9 @@ from intelliperf.gpu.ncu import (
     report_reader_dir,
     run_ncu,
 )
-from intelliperf.gpu.ncu_source import parse_cuda_sass_view
-from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.profiles import DEVICE_METRICS
+from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
+from intelliperf.gpu.nvidia.profiles import DEVICE_METRICS
+from profiler.trace import run_traced
 
 pytestmark = pytest.mark.gpu
 

@@ -27,6 +27,7 @@ from benchmarks.gpu_record import (
     part_args,
     part_hash,
     plan_gpus,
+    python_closure,
     record_problems,
     stale_parts,
 )
@@ -102,7 +103,7 @@ def test_parse_summary_without_a_summary_raises() -> None:
 TREE = {
     "tests/conftest.py": "# markers\n",
     "accordo/__init__.py": "x = 1\n",
-    "accordo/native/capture.cpp": "int main() { return 0; }\n",
+    "profiler/native/capture.cpp": "int main() { return 0; }\n",
     "tests/test_gpu_a.py": "import pytest\npytestmark = pytest.mark.gpu\n",
     "tests/test_gpu_b.py": "import pytest\n@pytest.mark.gpu\ndef test(): ...\n",
     "tests/test_cpu.py": "def test(): ...\n",
@@ -114,10 +115,10 @@ BUILD_OUTPUTS = {
     "examples/a/bin/a": "\x7fELF",
     "examples/a/report.json": "{}",
     "accordo/__pycache__/x.cpython-311.pyc": "bytecode",
-    "accordo/native/libaccordo.so": "\x7fELF",
-    "accordo/native/capture.o": "obj",
+    "profiler/native/libaccordo.so": "\x7fELF",
+    "profiler/native/capture.o": "obj",
 }
-PART_A = Part("a", ("tests/test_gpu_a.py",), ("accordo/**/*.py", "accordo/native/*", "examples/a/*"))
+PART_A = Part("a", ("tests/test_gpu_a.py",), ("accordo/**/*.py", "profiler/native/*", "examples/a/*"))
 PART_B = Part("b", ("tests/test_gpu_b.py",), ("examples/b/*",))
 TWO_PARTS = (PART_A, PART_B)
 
@@ -133,12 +134,78 @@ def test_a_part_covers_its_tests_what_they_drive_and_the_common_files_only(tmp_p
     write_tree(tmp_path, {**TREE, **BUILD_OUTPUTS})
     assert covered_files(tmp_path, PART_A) == [
         "accordo/__init__.py",
-        "accordo/native/capture.cpp",
         "examples/a/a.cu",
+        "profiler/native/capture.cpp",
         "tests/conftest.py",
         "tests/test_gpu_a.py",
     ]
     assert covered_files(tmp_path, PART_B) == ["examples/b/b.cu", "tests/conftest.py", "tests/test_gpu_b.py"]
+
+
+IMPORTS = {
+    "tests/conftest.py": "# markers\n",
+    "tests/sub/conftest.py": "from tests.support import helpers\n",
+    "tests/support/__init__.py": "",
+    "tests/support/helpers.py": "import json\n",
+    "tests/sub/test_gpu_c.py": (
+        "import pytest\nimport subprocess, sys\npytestmark = pytest.mark.gpu\n"
+        "def test():\n    from intelliperf.engine import judge\n"
+        "    subprocess.run([sys.executable, '-m', 'accordo.replay', 'x'])\n"
+    ),
+    "intelliperf/__init__.py": "",
+    "intelliperf/engine/__init__.py": "",
+    "intelliperf/engine/judge.py": "from . import candidate\nfrom ..contract import report\n",
+    "intelliperf/engine/candidate.py": "import numpy\n",
+    "intelliperf/engine/unused.py": "x = 1\n",
+    "intelliperf/contract/__init__.py": "",
+    "intelliperf/contract/report.py": "def f():\n    import formulas.base\n",
+    "intelliperf/cli.py": "def serve():\n    import service.cli\n",
+    "formulas/__init__.py": "",
+    "formulas/base.py": "",
+    "accordo/__init__.py": "",
+    "accordo/replay/__init__.py": "",
+    "accordo/replay/__main__.py": "from accordo.replay import run\n",
+    "accordo/replay/run.py": "",
+    "service/__init__.py": "",
+    "service/cli.py": "",
+}
+
+
+def test_a_part_covers_every_python_file_its_tests_reach_by_import_or_dash_m(tmp_path: Path) -> None:
+    """Lazy imports, relative ones, a module run with -m (its __main__), the conftest.py files pytest
+    loads; not the standard library, third-party packages or a file nothing imports."""
+    write_tree(tmp_path, IMPORTS)
+    part = Part("c", ("tests/sub/test_gpu_c.py",), ())
+    assert covered_files(tmp_path, part) == [
+        "accordo/__init__.py",
+        "accordo/replay/__init__.py",
+        "accordo/replay/__main__.py",
+        "accordo/replay/run.py",
+        "formulas/__init__.py",
+        "formulas/base.py",
+        "intelliperf/__init__.py",
+        "intelliperf/contract/__init__.py",
+        "intelliperf/contract/report.py",
+        "intelliperf/engine/__init__.py",
+        "intelliperf/engine/candidate.py",
+        "intelliperf/engine/judge.py",
+        "tests/conftest.py",
+        "tests/sub/conftest.py",
+        "tests/sub/test_gpu_c.py",
+        "tests/support/__init__.py",
+        "tests/support/helpers.py",
+    ]
+    before, _ = part_hash(tmp_path, part)
+    (tmp_path / "formulas/base.py").write_text("THRESHOLD = 0.2\n")  # two imports away, lazily
+    assert part_hash(tmp_path, part)[0] != before
+
+
+def test_the_engines_cli_does_not_bring_in_the_service_it_loads_for_serve(tmp_path: Path) -> None:
+    spawn = "import subprocess\nsubprocess.run(['-m', 'intelliperf'])\n"
+    main = "from intelliperf import cli\n"
+    write_tree(tmp_path, {**IMPORTS, "tests/test_gpu_d.py": spawn, "intelliperf/__main__.py": main})
+    reached = python_closure(tmp_path, ["tests/test_gpu_d.py"])
+    assert "intelliperf/cli.py" in reached and "service/cli.py" not in reached
 
 
 def test_part_hash_does_not_depend_on_creation_order_or_modes(tmp_path: Path) -> None:
@@ -155,9 +222,9 @@ def test_part_hash_changes_with_one_byte_a_new_file_or_the_parts_definition(tmp_
     (tmp_path / "examples/a/a.cu").write_text("__global__ void a() {}\r")
     changed, _ = part_hash(tmp_path, PART_A)
     assert changed != before
-    write_tree(tmp_path, {"accordo/native/restore.cpp": "// new\n"})
+    write_tree(tmp_path, {"profiler/native/restore.cpp": "// new\n"})
     added, files = part_hash(tmp_path, PART_A)
-    assert added != changed and "accordo/native/restore.cpp" in files
+    assert added != changed and "profiler/native/restore.cpp" in files
     assert part_hash(tmp_path, Part("a", PART_A.tests, PART_A.drives[:2]))[0] != added
 
 
@@ -303,7 +370,7 @@ def test_a_missing_an_unknown_or_an_old_format_record_fails_the_check(tmp_path: 
     )
     assert record_problems(extra, tmp_path, TWO_PARTS) == ["part z: in the record but not in PARTS"]
     old = {"files_hash": "abc", "pytest": {"passed": 135}}
-    assert "not in format 2" in record_problems(old, tmp_path, TWO_PARTS)[0]
+    assert f"not in format {FORMAT}" in record_problems(old, tmp_path, TWO_PARTS)[0]
     assert stale_parts(old, tmp_path, TWO_PARTS) == ["a", "b"]
 
 

@@ -19,7 +19,8 @@ from service.auth import ADMIN
 from service.db.migrate import upgrade
 from service.db.models import Job
 from service.db.session import Database
-from service.jobs import finish, submit
+from service.job_end import finish
+from service.jobs import submit
 from service.kernel_samples import compare_job_to_base, kernel_series, series_change_points
 from tests.support.diagnose_run import EXAMPLES, intelliperf
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from intelliperf.contract import JobSpec
 from intelliperf.errors import plain_message
+from intelliperf.spec_checks import spec_problems
 
 __all__ = [
     "APPLICATION_KEYS",
@@ -379,23 +380,32 @@ def build_spec(inputs: ActionInputs, github: GithubContext) -> JobSpec:
         )
     data = _merge(inputs.spec_overrides, named)
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        loc = [str(part) for part in err["loc"]]
-        name = _INPUT_OF_FIELD.get(loc[0], "spec") if loc else "spec"
-        if loc and loc[0] == "repository":
-            name = "source"
-        if loc[:1] == ["llm"] and len(loc) > 1 and loc[1] in ("model", "provider", "api_base"):
-            name = loc[1]
-        if loc[:1] == ["pull_request"] and len(loc) > 1 and loc[1] in ("create_pr", "labels"):
-            name = "create_pr" if loc[1] == "create_pr" else "pr_labels"
-        if loc[:1] == ["gpu"] and len(loc) > 1:
-            name = f"gpu_{loc[1]}"
-        where = ".".join(loc)
-        if loc[:1] == ["applications"] and len(loc) > 1:
-            where = f"applications[{loc[1]}]" + "".join(f".{p}" for p in loc[2:])
-        raise InputError(name, f"{where}: {plain_message(err['msg'])}") from None
+        raise _input_error([str(part) for part in err["loc"]], plain_message(err["msg"])) from None
+    problems = spec_problems(data)
+    if problems:
+        where, message = problems[0]
+        raise _input_error([str(part) for part in where], message)
+    return spec
+
+
+def _input_error(loc: list[str], message: str) -> InputError:
+    """The error of the Action input that set the spec field at ``loc``."""
+    name = _INPUT_OF_FIELD.get(loc[0], "spec") if loc else "spec"
+    if loc and loc[0] == "repository":
+        name = "source"
+    if loc[:1] == ["llm"] and len(loc) > 1 and loc[1] in ("model", "provider", "api_base"):
+        name = loc[1]
+    if loc[:1] == ["pull_request"] and len(loc) > 1 and loc[1] in ("create_pr", "labels"):
+        name = "create_pr" if loc[1] == "create_pr" else "pr_labels"
+    if loc[:1] == ["gpu"] and len(loc) > 1:
+        name = f"gpu_{loc[1]}"
+    where = ".".join(loc)
+    if loc[:1] == ["applications"] and len(loc) > 1:
+        where = f"applications[{loc[1]}]" + "".join(f".{p}" for p in loc[2:])
+    return InputError(name, f"{where}: {message}")
 
 
 def idempotency_key(inputs: ActionInputs, github: GithubContext, spec: JobSpec) -> str | None:

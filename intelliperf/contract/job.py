@@ -24,26 +24,16 @@ __all__ = [
 JOB_SPEC_VERSION = "intelliperf.dev/v1"
 
 
-def _registered_formula(name: str) -> str:
-    """A formula name the registry knows (built-ins and installed plugins), checked where a spec is made:
-    the CLI, the Action and the API refuse an unknown one before any work is queued."""
-    from formulas.registry import META_FORMULAS, names  # imported here: the registry imports the contract
-
-    known = names()
-    if name not in known and name not in META_FORMULAS:
-        raise ValueError(f"unknown formula {name!r}; choose one of: {', '.join([*known, *META_FORMULAS])}")
-    return name
-
-
 FormulaName = Annotated[
     str,
     Field(
         pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
         description="A registered formula (bankConflict, atomicContention, memoryAccess, registerPressure, "
         "branchDivergence, memoryLocality, or one from a plugin), 'auto' (pick the largest estimated "
-        "saving) or 'diagnoseOnly' (report all, optimize nothing).",
+        "saving) or 'diagnoseOnly' (report all, optimize nothing). The contract checks the name's form; "
+        "whether a formula of that name is installed is checked where a spec is made (the CLI, the Action, "
+        "the API, the engine: formulas.registry.formula_problems).",
     ),
-    AfterValidator(_registered_formula),
 ]
 
 
@@ -215,7 +205,12 @@ class ContainerSettings(_Strict):
 
 
 class GpuRequirements(_Strict):
-    vendor: Literal["nvidia", "amd"] = "nvidia"
+    vendor: str = Field(
+        default="nvidia",
+        pattern=r"^[a-z][a-z0-9_-]{0,31}$",
+        description="A GPU vendor with an installed backend (nvidia, amd, or a plugin's): checked where a "
+        "spec is made (intelliperf.spec_checks)",
+    )
     arch: str | None = Field(default=None, pattern=r"^(sm_?[0-9]+a?|gfx[0-9a-f]+)$", description="e.g. sm_90")
     min_memory_gib: float | None = Field(default=None, gt=0)
 

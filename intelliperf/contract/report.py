@@ -38,7 +38,7 @@ class _Frozen(BaseModel):
 
 
 class DeviceInfo(_Frozen):
-    vendor: Literal["nvidia", "amd"] = "nvidia"
+    vendor: str = Field(default="nvidia", pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     name: str
     arch: str = Field(description="e.g. sm_90")
     sm_count: int | None = None

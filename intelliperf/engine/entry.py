@@ -16,6 +16,7 @@ from intelliperf.engine.job import check_optimizable, run_job
 from intelliperf.engine.progress import Progress
 from intelliperf.errors import ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend
+from intelliperf.spec_checks import check_spec
 
 __all__ = ["REPLAY_DIAGNOSES_ONLY", "run_spec"]
 
@@ -68,6 +69,7 @@ def run_spec(
             f"a job runs one application at a time; this spec has {len(spec.applications)}",
             hint="run each with JobSpec.for_application(app), which also applies its own overrides",
         )
+    check_spec(spec)
     replayed_loop = replay is not None and is_loop_recording(replay)
     optimize = spec.optimizes and (replay is None or replayed_loop)
     proposer = None

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from formulas.base import KernelProfile
 from intelliperf.contract import JobSpec, RankedKernel, Report, ValidationResult
+from intelliperf.contract.profile import KernelProfile
 from intelliperf.edits import unified_diff
 from intelliperf.engine.candidate import Target
 from intelliperf.errors import ValidationError

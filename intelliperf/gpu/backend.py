@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from accordo.trace import KernelStats
-from formulas.base import KernelProfile
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.contract.profile import KernelProfile, KernelStats, Quantity
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.kernel_names import is_library_kernel
+from intelliperf.gpu.nvidia.kernel_names import is_library_kernel
 
 __all__ = ["GpuBackend", "TimingPass", "rank_kernels"]
 
@@ -49,9 +47,9 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
 
 
 class GpuBackend(ABC):
-    """One vendor's GPUs: its timing pass, its counter pass (formulas.quantities measured with its own
-    profiler, through its own table) and what can judge a rewrite on it. Backends are found by vendor in
-    intelliperf.gpu.registry and are built as ``cls(record=folder_or_None)``."""
+    """One vendor's GPUs: its timing pass, its counter pass (the quantities of intelliperf.contract.profile
+    measured with its own profiler, through its own table) and what can judge a rewrite on it. Backends are
+    found by vendor in intelliperf.gpu.registry and are built as ``cls(record=folder_or_None)``."""
 
     recorded: ClassVar[bool] = False
     """Whether the passes read a recording instead of running (progress then says what is read)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from intelliperf.gpu.amd_smi import scan_amd
-from intelliperf.gpu.nvidia_smi import scan_nvidia
+from intelliperf.gpu.amd.smi import scan_amd
+from intelliperf.gpu.nvidia.smi import scan_nvidia
 from intelliperf.gpu.smi import GpuInfo, Scan, Vendor
 
 __all__ = ["LABELS", "SCANS", "GpuInfo", "Vendor", "probe_gpus"]

@@ -13,14 +13,9 @@ from importlib.metadata import entry_points
 
 from intelliperf.errors import SpecError
 from intelliperf.gpu.backend import GpuBackend
+from intelliperf.vendors import BUILTIN_BACKENDS, ENTRY_POINT_GROUP
 
 __all__ = ["BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "BackendRegistrationError", "backend_class", "vendors"]
-
-ENTRY_POINT_GROUP = "intelliperf.backends"
-BUILTIN_BACKENDS = {
-    "nvidia": "intelliperf.gpu.nvidia:NvidiaBackend",
-    "amd": "intelliperf.gpu.amd:AmdBackend",
-}
 
 
 class BackendRegistrationError(RuntimeError):

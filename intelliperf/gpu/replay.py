@@ -13,22 +13,21 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from accordo.trace import read_trace, summarize
-from formulas.base import KernelProfile
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.contract.profile import KernelProfile, Quantity
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
-from intelliperf.gpu.cupti_counters import CounterRecords, counter_notes, parse_counters
-from intelliperf.gpu.ncu import LOG_FILE, RAW_PAGE, SASS_PAGE
-from intelliperf.gpu.profiles import (
+from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, counter_notes, parse_counters
+from intelliperf.gpu.nvidia.ncu import LOG_FILE, RAW_PAGE, SASS_PAGE
+from intelliperf.gpu.nvidia.profiles import (
     build_profiles,
     device_from_counters,
     device_from_raw,
     profiles_from_counters,
 )
+from intelliperf.gpu.nvidia.sass_listing import parse_listing
 from intelliperf.gpu.proton import HATCHET, META, read_profile
-from intelliperf.gpu.sass_listing import parse_listing
+from profiler.trace import read_trace, summarize
 
 __all__ = ["ReplayBackend"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated
 from urllib.parse import urlencode
@@ -17,6 +18,7 @@ from intelliperf.contract import JobSpec, TrackSettings
 from intelliperf.errors import plain_message
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
+from intelliperf.spec_checks import spec_problems
 from intelliperf.summary import moves_table
 from service.api.archive_checks import ArchiveChecks, CheckerDied, CheckRefused
 from service.api.deps import (
@@ -85,7 +87,7 @@ def _column_length(column: str) -> int:
 
 def _parse_spec(raw: bytes | str, *where: str) -> JobSpec:
     try:
-        return JobSpec.model_validate_json(raw)
+        spec = JobSpec.model_validate_json(raw)
     except ValidationError as exc:
         details = [
             {
@@ -96,6 +98,14 @@ def _parse_spec(raw: bytes | str, *where: str) -> JobSpec:
             for err in exc.errors(include_url=False, include_context=False, include_input=False)
         ]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, details) from None
+    problems = spec_problems(json.loads(raw))
+    if problems:
+        details = [
+            {"loc": [*where, *(str(p) for p in loc)], "msg": message, "type": "not_installed"}
+            for loc, message in problems
+        ]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, details)
+    return spec
 
 
 async def _read_upload(request: Request, settings: ServiceSettings) -> tuple[JobSpec, bytes]:

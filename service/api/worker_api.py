@@ -37,7 +37,8 @@ from intelliperf.contract.worker import (
 from service.api.deps import get_db, get_settings
 from service.db.models import FINISHED, Job, JobArchive, Worker, utcnow
 from service.deliveries import is_delivered
-from service.jobs import add_event_batch, claim, finish
+from service.job_end import finish
+from service.jobs import add_event_batch, claim
 from service.reproducers import ReproducerTooLarge, store_reproducer
 from service.secrets import SecretBox, SecretError, load_secrets
 

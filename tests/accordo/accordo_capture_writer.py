@@ -1,4 +1,4 @@
-"""Writes capture files exactly as accordo/native/FORMAT.md specifies (an independent implementation of the
+"""Writes capture files exactly as profiler/native/FORMAT.md specifies (an independent implementation of the
 format for the reader's tests; it deliberately does not share code with accordo.capture)."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Fixtures for the Accordo tests: one build of libaccordo.so per session, and GPU detection."""
+"""Fixtures for the Accordo tests: GPU detection and the examples built (the native library is built by
+tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,27 +10,6 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="session")
-def accordo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("accordo-cache")
-
-
-@pytest.fixture(scope="session")
-def accordo_lib(accordo_cache: Path) -> Path:
-    """libaccordo.so, force-built into a temporary cache directory."""
-    from accordo.build import native_library
-
-    old = os.environ.get("ACCORDO_CACHE_DIR")
-    os.environ["ACCORDO_CACHE_DIR"] = str(accordo_cache)
-    try:
-        return native_library(force=True)
-    finally:
-        if old is None:
-            del os.environ["ACCORDO_CACHE_DIR"]
-        else:
-            os.environ["ACCORDO_CACHE_DIR"] = old
 
 
 def _gpu_available() -> bool:

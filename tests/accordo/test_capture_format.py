@@ -1,4 +1,4 @@
-"""read_capture on capture files written per accordo/native/FORMAT.md."""
+"""read_capture on capture files written per profiler/native/FORMAT.md."""
 
 from __future__ import annotations
 

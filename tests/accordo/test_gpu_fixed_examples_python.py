@@ -21,5 +21,5 @@ def built(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("example", SHARD, ids=[e["name"] for e in SHARD])
-def test_fixed_example_passes_against_original(built: Path, accordo_lib: Path, example: dict) -> None:
-    check_fixed_example(example, built, accordo_lib)
+def test_fixed_example_passes_against_original(built: Path, native_lib: Path, example: dict) -> None:
+    check_fixed_example(example, built, native_lib)

@@ -14,8 +14,8 @@ import pytest
 
 from accordo.capture import run_capture
 from accordo.timing import run_timed
-from accordo.trace import run_traced
 from intelliperf.errors import AppError, ProfileError
+from profiler.trace import run_traced
 
 HERE = Path(__file__).resolve().parent
 SCALE = "scale(float const*, float*, int)"
@@ -52,19 +52,19 @@ def per_thread_app(sample_app: Path) -> Path:
     ("app", "mode"), [("sample_app", "ok"), ("sample_app", "exit"), ("per_thread_app", "ok")]
 )
 def test_time_sample(
-    request: pytest.FixtureRequest, accordo_lib: Path, tmp_path: Path, app: str, mode: str
+    request: pytest.FixtureRequest, native_lib: Path, tmp_path: Path, app: str, mode: str
 ) -> None:
     """Time mode times exactly the launches of the matching kernel, in order, however the program ends and
     whichever default stream it launches on; the others run untimed."""
     binary = request.getfixturevalue(app)
     run = run_timed([str(binary), mode], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
-                    library=accordo_lib)  # fmt: skip
+                    library=native_lib)  # fmt: skip
     assert run.stdout.strip() == "ok"
     assert [(x.name, x.index) for x in run.launches] == [("_Z5scalePKfPfi", i) for i in range(3)]
     assert {x.demangled for x in run.launches} == {SCALE}
     assert all(0 < x.duration_ns < 5e6 for x in run.launches)
     both = run_timed([str(binary), mode], kernel_regex="scale|add_one", cwd=tmp_path, timeout_s=120,
-                     library=accordo_lib)  # fmt: skip
+                     library=native_lib)  # fmt: skip
     assert [x.demangled for x in both.launches] == [SCALE] * 3 + [ADD_ONE] * 2
     assert both.wall_s < 4.0  # a gate that never opened would hold each of the 5 launches for 1 s
 
@@ -74,7 +74,7 @@ def test_time_sample(
     ("mode", "launches"), [("ok", 3), ("once", 1), ("threads", 12), ("exit", 3), ("reset", 4)]
 )
 def test_time_never_stalls(
-    sample_app: Path, accordo_lib: Path, tmp_path: Path, loading: str, mode: str, launches: int
+    sample_app: Path, native_lib: Path, tmp_path: Path, loading: str, mode: str, launches: int
 ) -> None:
     """Under lazy module loading (CUDA's default) a function's first launch loads its module inside the
     launch call, and that load waits for work queued on the device: the gate queued ahead of the launch
@@ -82,7 +82,7 @@ def test_time_never_stalls(
     first launches and a launch after a device reset are all timed, in both loading modes, and no launch
     waits out the gate's one-second limit."""
     run = run_timed([str(sample_app), mode], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
-                    library=accordo_lib, env={"CUDA_MODULE_LOADING": loading})  # fmt: skip
+                    library=native_lib, env={"CUDA_MODULE_LOADING": loading})  # fmt: skip
     assert run.stdout.strip() == "ok"
     assert sorted(x.index for x in run.launches) == list(range(launches))
     assert all(0 < x.duration_ns < 5e6 for x in run.launches)
@@ -90,50 +90,50 @@ def test_time_never_stalls(
     assert run.wall_s < 3.0
 
 
-def test_time_graph_launch_is_reported(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_time_graph_launch_is_reported(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     """A launch captured into a CUDA graph cannot be timed by events: the run says so instead of timing
     fewer launches than ran."""
     untouched = run_timed([str(sample_app), "graph"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
-                          library=accordo_lib)  # fmt: skip
+                          library=native_lib)  # fmt: skip
     assert len(untouched.launches) == 3
     with pytest.raises(ProfileError, match=r"launch 1 of void add_one<float>.*captured into a CUDA graph"):
         run_timed([str(sample_app), "graph"], kernel_regex="add_one", cwd=tmp_path, timeout_s=120,
-                  library=accordo_lib)  # fmt: skip
+                  library=native_lib)  # fmt: skip
 
 
 @pytest.mark.parametrize("loading", ["LAZY", "EAGER"])
 def test_time_a_first_launch_inside_a_graph_capture(
-    sample_app: Path, accordo_lib: Path, tmp_path: Path, loading: str
+    sample_app: Path, native_lib: Path, tmp_path: Path, loading: str
 ) -> None:
     """The kernel's first launch is captured into a graph: time mode reports it and leaves the capture
     alone (no load, no gate inside it), so the application's graph still builds and runs (exit 0)."""
     env = {"CUDA_MODULE_LOADING": loading}
     with pytest.raises(ProfileError, match=r"launch 0 of scale.*captured into a CUDA graph"):
         run_timed([str(sample_app), "graphfirst"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
-                  library=accordo_lib, env=env)  # fmt: skip
+                  library=native_lib, env=env)  # fmt: skip
     untimed = run_timed([str(sample_app), "graphfirst"], kernel_regex="add_one", cwd=tmp_path, timeout_s=120,
-                        library=accordo_lib, env=env)  # fmt: skip
+                        library=native_lib, env=env)  # fmt: skip
     assert untimed.stdout.strip() == "ok" and untimed.launches == ()
 
 
-def test_time_across_a_device_reset(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_time_across_a_device_reset(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     """cudaDeviceReset destroys the context with its events and the gate's module: the launches before it
     are read first, and the one after it is timed in the new context."""
     run = run_timed([str(sample_app), "reset"], kernel_regex="^_Z5scalePKfPfi$", cwd=tmp_path, timeout_s=120,
-                    library=accordo_lib)  # fmt: skip
+                    library=native_lib)  # fmt: skip
     assert [x.index for x in run.launches] == [0, 1, 2, 3]
     assert all(0 < x.duration_ns < 5e6 for x in run.launches)
 
 
-def test_time_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_time_crash_is_app_error(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="exited with code 1"):
         run_timed([str(sample_app), "crash"], kernel_regex="scale", cwd=tmp_path, timeout_s=120,
-                  library=accordo_lib)  # fmt: skip
+                  library=native_lib)  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["ok", "exit"])
-def test_trace_sample(sample_app: Path, accordo_lib: Path, tmp_path: Path, mode: str) -> None:
-    run = run_traced([str(sample_app), mode], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+def test_trace_sample(sample_app: Path, native_lib: Path, tmp_path: Path, mode: str) -> None:
+    run = run_traced([str(sample_app), mode], cwd=tmp_path, timeout_s=120, library=native_lib)
     assert run.stdout.strip() == "ok"
     by_name = {s.demangled: s for s in run.stats}
     assert set(by_name) == {SCALE, ADD_ONE}
@@ -147,12 +147,12 @@ def test_trace_sample(sample_app: Path, accordo_lib: Path, tmp_path: Path, mode:
     assert [x.start for x in run.launches] == sorted(x.start for x in run.launches)
 
 
-def test_trace_stats_line(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_trace_stats_line(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     """ACCORDO_STATS=1 adds one line on stderr with CUPTI's set-up and flush times; the trace is unchanged."""
-    quiet = run_traced([str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+    quiet = run_traced([str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib)
     assert "accordo:" not in quiet.stderr
     run = run_traced(
-        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=accordo_lib, env={"ACCORDO_STATS": "1"}
+        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib, env={"ACCORDO_STATS": "1"}
     )
     lines = [line for line in run.stderr.splitlines() if line.startswith("accordo: ")]
     assert len(lines) == 1 and lines[0].startswith("accordo: trace stats: set-up "), run.stderr
@@ -162,19 +162,19 @@ def test_trace_stats_line(sample_app: Path, accordo_lib: Path, tmp_path: Path) -
     )
 
 
-def test_trace_crash_is_app_error(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_trace_crash_is_app_error(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="exited with code 1"):
-        run_traced([str(sample_app), "crash"], cwd=tmp_path, timeout_s=120, library=accordo_lib)
+        run_traced([str(sample_app), "crash"], cwd=tmp_path, timeout_s=120, library=native_lib)
 
 
-def test_capture_scale(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_scale(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     n = 1000
     run = run_capture(
         [str(sample_app), "ok", str(n)],
         kernel_regex=r"^scale\(",
         cwd=tmp_path,
         timeout_s=120,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "ok", run.stderr
     cap = run.capture
@@ -200,7 +200,7 @@ def test_capture_scale(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("dedupe", [True, False])
-def test_capture_large_buffers(sample_app: Path, accordo_lib: Path, tmp_path: Path, dedupe: bool) -> None:
+def test_capture_large_buffers(sample_app: Path, native_lib: Path, tmp_path: Path, dedupe: bool) -> None:
     """20 MB buffers: copied in two chunks through the staging buffers; with deduplication the unchanged
     snapshots are SAME records sharing the bytes of the snapshot they repeat."""
     n = 5_000_000
@@ -211,7 +211,7 @@ def test_capture_large_buffers(sample_app: Path, accordo_lib: Path, tmp_path: Pa
         cwd=tmp_path,
         env={"ACCORDO_DEDUP": "1" if dedupe else "0"},
         timeout_s=120,
-        library=accordo_lib,
+        library=native_lib,
         output_dir=out_dir,
     )
     assert run.status == "ok", run.stderr
@@ -239,14 +239,14 @@ def test_capture_large_buffers(sample_app: Path, accordo_lib: Path, tmp_path: Pa
         assert path.stat().st_size > 48 * n
 
 
-def test_capture_max_bytes(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_max_bytes(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     run = run_capture(
         [str(sample_app), "ok", "1000"],
         kernel_regex="add_one",
         cwd=tmp_path,
         timeout_s=120,
         max_bytes=64,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "ok" and run.capture is not None
     assert [x.demangled for x in run.capture.launches] == [ADD_ONE, ADD_ONE]
@@ -254,13 +254,13 @@ def test_capture_max_bytes(sample_app: Path, accordo_lib: Path, tmp_path: Path) 
         assert {b.nbytes for b in launch.buffers} == {64}
 
 
-def test_capture_faulting_kernel(sample_app: Path, accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_faulting_kernel(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     run = run_capture(
         [str(sample_app), "crash"],
         kernel_regex="bad_write",
         cwd=tmp_path,
         timeout_s=120,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "crash" and run.returncode == 1
     assert run.capture is not None
@@ -289,12 +289,12 @@ print(out[-1].item())
 """
 
 
-def test_triton_kernel(gpu: None, accordo_lib: Path, tmp_path: Path) -> None:
+def test_triton_kernel(gpu: None, native_lib: Path, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     app = tmp_path / "triton_app.py"
     app.write_text(textwrap.dedent(TRITON_APP))
-    traced = run_traced([sys.executable, str(app)], cwd=tmp_path, timeout_s=300, library=accordo_lib)
+    traced = run_traced([sys.executable, str(app)], cwd=tmp_path, timeout_s=300, library=native_lib)
     stats = {s.name: s for s in traced.stats}
     assert stats["add_kernel"].launches == 2
     run = run_capture(
@@ -302,7 +302,7 @@ def test_triton_kernel(gpu: None, accordo_lib: Path, tmp_path: Path) -> None:
         kernel_regex="^add_kernel$",
         cwd=tmp_path,
         timeout_s=300,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "ok" and run.capture is not None and run.capture.complete
     assert len(run.capture.launches) == 2
@@ -315,5 +315,5 @@ def test_triton_kernel(gpu: None, accordo_lib: Path, tmp_path: Path) -> None:
     values = after.view(np.float32, byte_offset=out.alloc_offset - (after.base - out.alloc_base), count=1000)
     np.testing.assert_array_equal(values, np.arange(1000, dtype=np.float32) + 1)
     timed = run_timed([sys.executable, str(app)], kernel_regex="^add_kernel$", cwd=tmp_path, timeout_s=300,
-                      library=accordo_lib)  # fmt: skip
+                      library=native_lib)  # fmt: skip
     assert [x.index for x in timed.launches] == [0, 1]  # cuLaunchKernelEx, on PyTorch's stream

@@ -30,8 +30,8 @@ def repeat(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cuda_reference(repeat: Path, accordo_lib: Path) -> Reference:
-    return capture_cuda_reference(repeat, accordo_lib)
+def cuda_reference(repeat: Path, native_lib: Path) -> Reference:
+    return capture_cuda_reference(repeat, native_lib)
 
 
 def test_the_reference_runs_under_both_probes(cuda_reference: Reference) -> None:
@@ -75,14 +75,14 @@ def test_a_wrong_rewrite_of_the_repeated_kernel_still_fails(cuda_reference: Refe
     assert all(not launch.passed for launch in result.launches)
 
 
-def test_a_triton_rewrite_with_another_block_passes_at_every_launch(repeat: Path, accordo_lib: Path) -> None:
+def test_a_triton_rewrite_with_another_block_passes_at_every_launch(repeat: Path, native_lib: Path) -> None:
     options = ValidationOptions(measure=False, replay=False)  # the replay part replays Triton captures
     reference = capture_reference(
         "row_norm",
         [sys.executable, "row_norm.py", "16"],
         cwd=repeat,
         options=options,
-        library=accordo_lib,
+        library=native_lib,
     )
     for _ in range(TRITON_REPEATS):
         result = check_candidate(

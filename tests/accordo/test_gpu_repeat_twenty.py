@@ -23,8 +23,8 @@ def repeat(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cuda_reference(repeat: Path, accordo_lib: Path) -> Reference:
-    return capture_cuda_reference(repeat, accordo_lib)
+def cuda_reference(repeat: Path, native_lib: Path) -> Reference:
+    return capture_cuda_reference(repeat, native_lib)
 
 
 def test_a_reordered_cuda_rewrite_passes_at_every_launch_every_time(

@@ -45,8 +45,8 @@ def repeat(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(repeat: Path, accordo_lib: Path) -> Reference:
-    return capture_reference("row_norm", ["bin/ref"], cwd=repeat, options=TIMING, library=accordo_lib)
+def reference(repeat: Path, native_lib: Path) -> Reference:
+    return capture_reference("row_norm", ["bin/ref"], cwd=repeat, options=TIMING, library=native_lib)
 
 
 def _same_outputs(captured: Capture, replayed: Capture) -> None:
@@ -83,14 +83,14 @@ def test_replaying_a_cuda_capture_reproduces_its_outputs_bit_for_bit(
 
 
 def test_replaying_a_triton_capture_reproduces_its_outputs(
-    repeat: Path, accordo_lib: Path, tmp_path: Path
+    repeat: Path, native_lib: Path, tmp_path: Path
 ) -> None:
     run = run_capture(
         [sys.executable, "row_norm.py", "16"],
         kernel_regex=kernel_pattern("row_norm"),
         cwd=repeat,
         timeout_s=300,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "ok" and run.capture is not None, run.stderr_tail
     capture = run.capture
@@ -102,7 +102,7 @@ def test_replaying_a_triton_capture_reproduces_its_outputs(
 
 
 def test_a_capture_over_its_budget_names_the_first_launch_left_out(
-    reference: Reference, repeat: Path, accordo_lib: Path
+    reference: Reference, repeat: Path, native_lib: Path
 ) -> None:
     """The budget holds one launch's snapshots (before and after, every buffer): the first launch fits,
     the second does not, and the error says so and how to raise the budget."""
@@ -110,7 +110,7 @@ def test_a_capture_over_its_budget_names_the_first_launch_left_out(
     one_launch = 2 * sum(b.nbytes for b in first.buffers if b.phase == "before")
     with pytest.raises(CaptureBudgetError, match=r"^launch 2 of row_norm\(.*\) was not captured") as caught:
         run_capture(
-            ["bin/ref"], kernel_regex="row_norm", cwd=repeat, timeout_s=120, library=accordo_lib,
+            ["bin/ref"], kernel_regex="row_norm", cwd=repeat, timeout_s=120, library=native_lib,
             budget_bytes=one_launch,
         )  # fmt: skip
     assert f"the budget is {one_launch} bytes" in str(caught.value)
@@ -130,13 +130,13 @@ def test_the_replay_timer_finds_no_speedup_of_a_kernel_over_itself(
 
 
 def test_the_warm_replay_time_of_a_short_kernel_holds_no_host_launch_time(
-    gpu: None, accordo_lib: Path, tmp_path: Path
+    gpu: None, native_lib: Path, tmp_path: Path
 ) -> None:
     """A sum over 4096 floats runs for a few microseconds, less than the host's ctypes launch call: timed
     without the stream held, its warm time was the host's (16.4 us warm against 5.8 us flushed, H100)."""
     sums = build_example(SUMS, tmp_path)
     run = run_capture(
-        ["bin/ref", "4096", "1", "signed"], kernel_regex="sum", cwd=sums, timeout_s=120, library=accordo_lib
+        ["bin/ref", "4096", "1", "signed"], kernel_regex="sum", cwd=sums, timeout_s=120, library=native_lib
     )
     assert run.status == "ok" and run.capture is not None, run.message
     path = write_capture(run.capture, tmp_path / "sum.bin")
@@ -181,7 +181,7 @@ def test_a_reordered_rewrite_is_replayed_timed_alone_and_leaves_a_reproducer(
 
 
 def test_a_reproducer_of_a_wrong_kernel_fails_replay(
-    reference: Reference, repeat: Path, accordo_lib: Path, tmp_path: Path
+    reference: Reference, repeat: Path, native_lib: Path, tmp_path: Path
 ) -> None:
     """skip_last (each row's last column left out) captured on the reference's inputs, saved as a
     reproducer: replayed, its kernel does not write the reference's outputs."""
@@ -191,7 +191,7 @@ def test_a_reproducer_of_a_wrong_kernel_fails_replay(
         kernel_regex=kernel_pattern("row_norm"),
         cwd=repeat,
         timeout_s=120,
-        library=accordo_lib,
+        library=native_lib,
         restore=restore,
     )
     assert run.capture is not None
@@ -253,9 +253,9 @@ def test_a_program_that_cheats_only_when_timed_fails_timing_agreement(
     assert [(c.name, c.outcome) for c in result.checks][-1] == ("timing_agreement", "failed")
 
 
-def test_the_judges_timer_quiesces_each_launch(repeat: Path, accordo_lib: Path) -> None:
+def test_the_judges_timer_quiesces_each_launch(repeat: Path, native_lib: Path) -> None:
     """ACCORDO_QUIESCE: every launch timed, also with work on another stream and a persisting window set."""
     for case, launches in (("stream_split", 20), ("persist_l2", 10)):
         timed = run_timed([f"bin/{case}"], kernel_regex="row_norm", cwd=repeat, timeout_s=120,
-                          library=accordo_lib, quiesce=True)  # fmt: skip
+                          library=native_lib, quiesce=True)  # fmt: skip
         assert len(timed.launches) == launches and all(x.duration_ns > 0 for x in timed.launches)

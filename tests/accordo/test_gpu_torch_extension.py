@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from accordo.capture import run_capture
-from accordo.trace import run_traced
 from accordo.validate import ValidationOptions, validate
+from profiler.trace import run_traced
 
 pytestmark = pytest.mark.gpu
 
@@ -73,14 +73,14 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list
 
 
 def test_the_extension_kernel_is_traced_and_its_buffers_captured(
-    apps: tuple[Path, dict[str, list[str]]], accordo_lib: Path
+    apps: tuple[Path, dict[str, list[str]]], native_lib: Path
 ) -> None:
     folder, commands = apps
-    traced = run_traced(commands["ref"], cwd=folder, timeout_s=300, library=accordo_lib)
+    traced = run_traced(commands["ref"], cwd=folder, timeout_s=300, library=native_lib)
     stats = {s.demangled: s for s in traced.stats}
     assert stats["scale_add(float const*, float*, float, int)"].launches == 3
     run = run_capture(
-        commands["ref"], kernel_regex="scale_add", cwd=folder, timeout_s=300, library=accordo_lib
+        commands["ref"], kernel_regex="scale_add", cwd=folder, timeout_s=300, library=native_lib
     )
     assert run.status == "ok" and run.capture is not None and run.capture.complete
     assert len(run.capture.launches) == 3
@@ -95,15 +95,15 @@ def test_the_extension_kernel_is_traced_and_its_buffers_captured(
 
 
 def test_a_correct_rewrite_passes_and_a_wrong_one_fails(
-    apps: tuple[Path, dict[str, list[str]]], accordo_lib: Path
+    apps: tuple[Path, dict[str, list[str]]], native_lib: Path
 ) -> None:
     folder, commands = apps
     options = ValidationOptions(calibration_runs=2, runs=3, min_runs=2, timeout_s=300)
     good = validate(
-        "scale_add", commands["ref"], commands["good"], cwd=folder, options=options, library=accordo_lib
+        "scale_add", commands["ref"], commands["good"], cwd=folder, options=options, library=native_lib
     )
     assert good.passed, good.reason
     bad = validate(
-        "scale_add", commands["ref"], commands["bad"], cwd=folder, options=options, library=accordo_lib
+        "scale_add", commands["ref"], commands["bad"], cwd=folder, options=options, library=native_lib
     )
     assert not bad.passed and bad.failure == "mismatch", bad.reason

@@ -29,7 +29,7 @@ def cases(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[Path(c["candidate"]).name for c in CASES])
-def test_case_verdict(cases: Path, accordo_lib: Path, case: dict) -> None:
+def test_case_verdict(cases: Path, native_lib: Path, case: dict) -> None:
     hang = Path(case["candidate"]).name == "hang"
     options = ValidationOptions(measure=False, timeout_s=15 if hang else 120)
     result = validate(
@@ -38,7 +38,7 @@ def test_case_verdict(cases: Path, accordo_lib: Path, case: dict) -> None:
         [case["candidate"]],
         cwd=cases,
         options=options,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert result.passed is (case["expected"] == "pass"), result.reason
     assert result.failure == case["reason"], result.reason
@@ -47,14 +47,14 @@ def test_case_verdict(cases: Path, accordo_lib: Path, case: dict) -> None:
         assert all(b.passed for launch in result.launches for b in launch.buffers)
 
 
-def test_next_validation_after_hang_runs_normally(cases: Path, accordo_lib: Path) -> None:
+def test_next_validation_after_hang_runs_normally(cases: Path, native_lib: Path) -> None:
     hung = validate(
         "block_sum",
         ["bin/ref"],
         ["bin/hang"],
         cwd=cases,
         options=ValidationOptions(measure=False, timeout_s=10, calibration_runs=1),
-        library=accordo_lib,
+        library=native_lib,
     )
     assert hung.failure == "timeout"
     after = validate(
@@ -63,14 +63,14 @@ def test_next_validation_after_hang_runs_normally(cases: Path, accordo_lib: Path
         ["bin/fixed_good"],
         cwd=cases,
         options=ValidationOptions(runs=3, timeout_s=60),
-        library=accordo_lib,
+        library=native_lib,
     )
     assert after.passed, after.reason
     assert after.speedup is not None and after.speedup.runs == 3
     assert after.speedup.reference_ns > 0 and after.speedup.candidate_ns > 0
 
 
-def test_failure_details_name_the_buffer_and_index(cases: Path, accordo_lib: Path) -> None:
+def test_failure_details_name_the_buffer_and_index(cases: Path, native_lib: Path) -> None:
     """droptail: the tail block's partial (index n // 256 of launch 1) is the first bad element."""
     result = validate(
         "block_sum",
@@ -78,7 +78,7 @@ def test_failure_details_name_the_buffer_and_index(cases: Path, accordo_lib: Pat
         ["bin/droptail"],
         cwd=cases,
         options=ValidationOptions(measure=False),
-        library=accordo_lib,
+        library=native_lib,
     )
     assert result.failure == "mismatch"
     first = result.launches[0]
@@ -91,9 +91,9 @@ def test_failure_details_name_the_buffer_and_index(cases: Path, accordo_lib: Pat
     assert inputs.role == "input" and inputs.passed
 
 
-def test_cli_validate_exit_codes(cases: Path, accordo_lib: Path, accordo_cache: Path, tmp_path: Path) -> None:
+def test_cli_validate_exit_codes(cases: Path, native_lib: Path, native_cache: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    env = {"ACCORDO_CACHE_DIR": str(accordo_cache)}  # where accordo_lib was built
+    env = {"ACCORDO_CACHE_DIR": str(native_cache)}  # where native_lib was built
     ok = runner.invoke(
         app,
         ["validate", "-k", "block_sum", "--reference", "bin/ref", "--candidate", "bin/fixed_good",

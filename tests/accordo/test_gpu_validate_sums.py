@@ -30,24 +30,24 @@ def sums(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_example(SUMS_DIR, tmp_path_factory.mktemp("sums"))
 
 
-def _sums_reference(sums: Path, accordo_lib: Path, data: str) -> Reference:
+def _sums_reference(sums: Path, native_lib: Path, data: str) -> Reference:
     return capture_reference(
         SUMS["kernel"],
         [SUMS["reference"], SUMS_N, "1", data],
         cwd=sums,
         options=ValidationOptions(measure=False),
-        library=accordo_lib,
+        library=native_lib,
     )
 
 
 @pytest.fixture(scope="module")
-def signed_reference(sums: Path, accordo_lib: Path) -> Reference:
-    return _sums_reference(sums, accordo_lib, "signed")
+def signed_reference(sums: Path, native_lib: Path) -> Reference:
+    return _sums_reference(sums, native_lib, "signed")
 
 
 @pytest.fixture(scope="module")
-def drift_reference(sums: Path, accordo_lib: Path) -> Reference:
-    return _sums_reference(sums, accordo_lib, "drift")
+def drift_reference(sums: Path, native_lib: Path) -> Reference:
+    return _sums_reference(sums, native_lib, "drift")
 
 
 @pytest.mark.parametrize("data", ["signed", "drift"])
@@ -81,7 +81,7 @@ def test_float_sum_rewrite_verdict(request: pytest.FixtureRequest, sums: Path, c
         assert out.noisy_elements == 1 and out.noise_max is not None and out.noise_max > 0
 
 
-def test_a_single_launch_app_is_validated_and_timed(sums: Path, accordo_lib: Path) -> None:
+def test_a_single_launch_app_is_validated_and_timed(sums: Path, native_lib: Path) -> None:
     """The kernel is the process's first and only launch (lazy module loading): time mode times it."""
     result = validate(
         SUMS["kernel"],
@@ -89,7 +89,7 @@ def test_a_single_launch_app_is_validated_and_timed(sums: Path, accordo_lib: Pat
         ["bin/tree", SUMS_N],
         cwd=sums,
         options=ValidationOptions(runs=3, min_runs=2),
-        library=accordo_lib,
+        library=native_lib,
     )
     assert result.passed, result.reason
     assert result.speedup is not None and result.speedup.median > 2

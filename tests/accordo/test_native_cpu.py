@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accordo.build import SOURCE_DIR, cuda_home
 from accordo.capture import read_capture
 from accordo.timing import read_timing
 from intelliperf.errors import ProfileError
+from profiler.build import SOURCE_DIR, cuda_home
 
 HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory, accordo_lib: Path) -> Path:
+def harness(tmp_path_factory: pytest.TempPathFactory, native_lib: Path) -> Path:
     out = tmp_path_factory.mktemp("harness") / "harness"
     home = cuda_home()
     cmd = [
@@ -199,14 +199,14 @@ def inject(library: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
         ),
     ],
 )
-def test_injection_refuses_bad_configuration(accordo_lib: Path, env: dict[str, str], message: str) -> None:
+def test_injection_refuses_bad_configuration(native_lib: Path, env: dict[str, str], message: str) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
-    proc = inject(accordo_lib, {**base, **env})
+    proc = inject(native_lib, {**base, **env})
     assert "rc 1" in proc.stdout
     assert f"accordo: {message}" in proc.stderr
 
 
-def test_counters_mode_says_which_launch_number_it_could_not_read(accordo_lib: Path) -> None:
+def test_counters_mode_says_which_launch_number_it_could_not_read(native_lib: Path) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
     env = {
         "ACCORDO_MODE": "counters",
@@ -214,39 +214,39 @@ def test_counters_mode_says_which_launch_number_it_could_not_read(accordo_lib: P
         "ACCORDO_KERNELS": "_Z1kv",
         "ACCORDO_CUBIN_DIR": "/",
     }
-    proc = inject(accordo_lib, {**base, **env, "ACCORDO_SASS_LAUNCH": "-1"})
+    proc = inject(native_lib, {**base, **env, "ACCORDO_SASS_LAUNCH": "-1"})
     assert "ACCORDO_SASS_LAUNCH='-1' is not a launch number; using 2" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["ACCORDO_MAX_BYTES", "ACCORDO_CAPTURE_BUDGET"])
 @pytest.mark.parametrize("value", ["0", "-5", "12kB"])
 def test_capture_mode_keeps_its_default_for_a_byte_count_it_cannot_read(
-    accordo_lib: Path, tmp_path: Path, name: str, value: str
+    native_lib: Path, tmp_path: Path, name: str, value: str
 ) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
     output = str(tmp_path / "capture.bin")  # a usable configuration: the library writes its file
     env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": output, "ACCORDO_KERNEL": "k", name: value}
-    proc = inject(accordo_lib, {**base, **env})
+    proc = inject(native_lib, {**base, **env})
     default = {"ACCORDO_MAX_BYTES": 2 << 30, "ACCORDO_CAPTURE_BUDGET": 8 << 30}[name]
     assert f"{name}='{value}' is not a positive integer; using {default}" in proc.stderr
 
 
-def test_injection_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> None:
+def test_injection_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.bin"
     env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = inject(accordo_lib, {**os.environ, **env})
+    proc = inject(native_lib, {**os.environ, **env})
     assert "not a valid regex" in proc.stderr
     cap = read_capture(out)
     assert cap.complete and cap.launches == ()
     assert "(unclosed" in cap.errors[0].message and cap.errors[0].seq is None
 
 
-def test_time_mode_bad_regex_is_recorded(accordo_lib: Path, tmp_path: Path) -> None:
+def test_time_mode_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> None:
     """A pattern C++'s std::regex refuses leaves a complete time file that says so, not a missing one (which
     would read as "CUDA never loaded libaccordo")."""
     out = tmp_path / "t.jsonl"
     env = {"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = inject(accordo_lib, {**os.environ, **env})
+    proc = inject(native_lib, {**os.environ, **env})
     assert "rc 1" in proc.stdout and "not a valid regex" in proc.stderr
     with pytest.raises(ProfileError, match=r"libaccordo could not time the run: ACCORDO_KERNEL='\(unclosed'"):
         read_timing(out)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from accordo_capture_writer import ScaleCapture
 from test_compare_synthetic import build
 
+from accordo.capture import read_capture
 from accordo.compare import compare_captures, written_params
 from accordo.probes import NAN_BYTE, float_like, overwritten, snapshots, write_probe
 
@@ -67,10 +69,30 @@ def test_fresh_inputs_shuffle_floats_with_edges_keep_integers_and_fill_outputs_a
     assert {ROWS.min(), ROWS.max(), np.float32(0.0)} <= set(rows.tolist())
     assert np.isin(rows[rows != 0], ROWS).all()  # the captured values, moved
     assert got["0-1.bin"] == INDEX.tobytes()
-    assert got["0-2.bin"] != NORMS.tobytes() and got["0-2.bin"] != got["1-2.bin"]
+    assert got["0-2.bin"] != NORMS.tobytes() and got["0-2.bin"] == got["1-2.bin"]  # one fill per size
     again, _ = write_probe(ref, tmp_path / "again", "fresh_inputs", outputs=outputs, inputs=inputs, seed=1)
     other, _ = write_probe(ref, tmp_path / "other", "fresh_inputs", outputs=outputs, inputs=inputs, seed=2)
     assert files(again) == got and files(other) != got
+
+
+def test_a_repeated_input_is_shuffled_once_and_outputs_filled_once(tmp_path: Path) -> None:
+    """Launches that read one captured input (SAME records) read one shuffle of it; every output of a
+    size gets the same random bytes; each is written once and hard-linked for the other launches."""
+    path = tmp_path / "scale.bin"
+    path.write_bytes(ScaleCapture(n=4096, launches=4, dedupe=True).build())
+    ref = read_capture(path)
+    written = written_params([ref])
+    assert written == {1}
+    inputs, outputs = snapshots(ref, written, of=False), snapshots(ref, written)
+    folder, changed = write_probe(ref, tmp_path / "fresh", "fresh_inputs", outputs=outputs, inputs=inputs)
+    assert changed == 8
+    x = ref.launches[0].buffer(0, "before").tobytes()  # type: ignore[union-attr]
+    shuffled = {(folder / f"{seq}-0.bin").read_bytes() for seq in range(4)}
+    assert len(shuffled) == 1 and shuffled != {x}
+    assert sorted(np.frombuffer(shuffled.pop(), np.float32)[1:].tolist()) != []
+    for param in (0, 1):
+        inodes = {(folder / f"{seq}-{param}.bin").stat().st_ino for seq in range(4)}
+        assert len(inodes) == 1, f"parameter {param} written {len(inodes)} times"
 
 
 def test_without_a_signature_only_buffers_that_look_like_floats_are_shuffled(tmp_path: Path) -> None:

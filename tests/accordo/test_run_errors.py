@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from accordo.capture import run_capture
-from accordo.trace import run_traced
 from intelliperf.errors import AppError, KernelNotFoundError, ProfileError
+from profiler.trace import run_traced
 
 HERE = Path(__file__).resolve().parent
 
@@ -26,53 +26,53 @@ def script(tmp_path: Path, body: str) -> list[str]:
 # --- run_traced --------------------------------------------------------------------------------------------
 
 
-def test_missing_program(accordo_lib: Path, tmp_path: Path) -> None:
+def test_missing_program(native_lib: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such-program"
     with pytest.raises(AppError, match=str(missing)):
-        run_traced([str(missing)], cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_traced([str(missing)], cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_not_executable(accordo_lib: Path, tmp_path: Path) -> None:
+def test_not_executable(native_lib: Path, tmp_path: Path) -> None:
     prog = tmp_path / "prog"
     prog.write_text("#!/bin/sh\n")
     with pytest.raises(AppError, match="permission denied"):
-        run_traced([str(prog)], cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_traced([str(prog)], cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_missing_cwd(accordo_lib: Path, tmp_path: Path) -> None:
+def test_missing_cwd(native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="working directory"):
-        run_traced(["true"], cwd=tmp_path / "gone", timeout_s=10, library=accordo_lib)
+        run_traced(["true"], cwd=tmp_path / "gone", timeout_s=10, library=native_lib)
 
 
-def test_nonzero_exit(accordo_lib: Path, tmp_path: Path) -> None:
+def test_nonzero_exit(native_lib: Path, tmp_path: Path) -> None:
     cmd = ["sh", "-c", 'echo "mode=$ACCORDO_MODE inj=$CUDA_INJECTION64_PATH" >&2; echo boom >&2; exit 3']
     with pytest.raises(AppError) as info:
-        run_traced(cmd, cwd=tmp_path, env={"EXTRA": "1"}, timeout_s=10, library=accordo_lib)
+        run_traced(cmd, cwd=tmp_path, env={"EXTRA": "1"}, timeout_s=10, library=native_lib)
     text = str(info.value)
     assert "exited with code 3" in text
     assert "boom" in text
-    assert f"mode=trace inj={accordo_lib}" in text
+    assert f"mode=trace inj={native_lib}" in text
 
 
-def test_killed_by_signal(accordo_lib: Path, tmp_path: Path) -> None:
+def test_killed_by_signal(native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="SIGSEGV"):
-        run_traced(["sh", "-c", "kill -SEGV $$"], cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_traced(["sh", "-c", "kill -SEGV $$"], cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_timeout_kills_the_process_group(accordo_lib: Path, tmp_path: Path) -> None:
+def test_timeout_kills_the_process_group(native_lib: Path, tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(AppError, match=r"did not finish within 1 s"):
         # The background sleep holds the pipes open: only killing the group ends this quickly.
-        run_traced(["sh", "-c", "sleep 30 & sleep 30"], cwd=tmp_path, timeout_s=1, library=accordo_lib)
+        run_traced(["sh", "-c", "sleep 30 & sleep 30"], cwd=tmp_path, timeout_s=1, library=native_lib)
     assert time.monotonic() - started < 8
 
 
-def test_no_cuda_means_no_trace(accordo_lib: Path, tmp_path: Path) -> None:
+def test_no_cuda_means_no_trace(native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="no CUDA kernels were traced"):
-        run_traced(["true"], cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_traced(["true"], cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_header_only_trace_means_no_kernels(accordo_lib: Path, tmp_path: Path) -> None:
+def test_header_only_trace_means_no_kernels(native_lib: Path, tmp_path: Path) -> None:
     cmd = script(
         tmp_path,
         """
@@ -82,10 +82,10 @@ def test_header_only_trace_means_no_kernels(accordo_lib: Path, tmp_path: Path) -
         """,
     )
     with pytest.raises(ProfileError, match="launched no kernel"):
-        run_traced(cmd, cwd=tmp_path, timeout_s=30, library=accordo_lib)
+        run_traced(cmd, cwd=tmp_path, timeout_s=30, library=native_lib)
 
 
-def test_unfinished_trace(accordo_lib: Path, tmp_path: Path) -> None:
+def test_unfinished_trace(native_lib: Path, tmp_path: Path) -> None:
     cmd = script(
         tmp_path,
         """
@@ -95,10 +95,10 @@ def test_unfinished_trace(accordo_lib: Path, tmp_path: Path) -> None:
         """,
     )
     with pytest.raises(ProfileError, match="not completed"):
-        run_traced(cmd, cwd=tmp_path, timeout_s=30, library=accordo_lib)
+        run_traced(cmd, cwd=tmp_path, timeout_s=30, library=native_lib)
 
 
-def test_traced_happy_path_merges_processes(accordo_lib: Path, tmp_path: Path) -> None:
+def test_traced_happy_path_merges_processes(native_lib: Path, tmp_path: Path) -> None:
     cmd = script(
         tmp_path,
         """
@@ -116,7 +116,7 @@ def test_traced_happy_path_merges_processes(accordo_lib: Path, tmp_path: Path) -
         print("hello")
         """,
     )
-    run = run_traced(cmd, cwd=tmp_path, timeout_s=30, library=accordo_lib)
+    run = run_traced(cmd, cwd=tmp_path, timeout_s=30, library=native_lib)
     assert run.returncode == 0 and run.stdout.strip() == "hello"
     assert [x.start for x in run.launches] == [100, 500]
     assert len(run.stats) == 1 and run.stats[0].launches == 2 and run.stats[0].total_ns == 200
@@ -126,48 +126,48 @@ def test_traced_happy_path_merges_processes(accordo_lib: Path, tmp_path: Path) -
 # --- run_capture -------------------------------------------------------------------------------------------
 
 
-def test_capture_missing_program(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_missing_program(native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="does not exist"):
-        run_capture(["/no/such/app"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_capture(["/no/such/app"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_capture_crash_is_returned(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_crash_is_returned(native_lib: Path, tmp_path: Path) -> None:
     run = run_capture(
         ["sh", "-c", "echo dying >&2; kill -ABRT $$"],
         kernel_regex="k",
         cwd=tmp_path,
         timeout_s=10,
-        library=accordo_lib,
+        library=native_lib,
     )
     assert run.status == "crash" and run.signal == "SIGABRT" and run.returncode == -6
     assert "dying" in run.stderr_tail and "SIGABRT" in run.message
     assert run.capture is None and run.captures == ()
 
 
-def test_capture_exit_code_is_a_crash(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_exit_code_is_a_crash(native_lib: Path, tmp_path: Path) -> None:
     run = run_capture(
-        ["sh", "-c", "exit 4"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=accordo_lib
+        ["sh", "-c", "exit 4"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=native_lib
     )
     assert run.status == "crash" and run.returncode == 4 and run.signal is None
     assert "exited with code 4" in run.message
 
 
-def test_capture_timeout_is_returned(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_timeout_is_returned(native_lib: Path, tmp_path: Path) -> None:
     started = time.monotonic()
-    run = run_capture(["sleep", "30"], kernel_regex="k", cwd=tmp_path, timeout_s=1, library=accordo_lib)
+    run = run_capture(["sleep", "30"], kernel_regex="k", cwd=tmp_path, timeout_s=1, library=native_lib)
     assert time.monotonic() - started < 8
     assert run.status == "timeout" and run.returncode is None
 
 
-def test_capture_without_cuda_is_profile_error(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_without_cuda_is_profile_error(native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="no capture was written"):
-        run_capture(["true"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=accordo_lib)
+        run_capture(["true"], kernel_regex="k", cwd=tmp_path, timeout_s=10, library=native_lib)
 
 
-def test_capture_passes_settings(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_passes_settings(native_lib: Path, tmp_path: Path) -> None:
     cmd = ["sh", "-c", 'echo "$ACCORDO_MODE|$ACCORDO_KERNEL|$ACCORDO_MAX_BYTES|$ACCORDO_OUTPUT" >&2; exit 1']
     run = run_capture(
-        cmd, kernel_regex="scale$", cwd=tmp_path, timeout_s=10, max_bytes=4096, library=accordo_lib
+        cmd, kernel_regex="scale$", cwd=tmp_path, timeout_s=10, max_bytes=4096, library=native_lib
     )
     assert "capture|scale$|4096|" in run.stderr and run.stderr.strip().endswith("capture-%p.bin")
 
@@ -185,38 +185,38 @@ def _fake_capture_app(tmp_path: Path, blob_expr: str, exit_code: int = 0) -> lis
     )
 
 
-def test_capture_happy_path(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_happy_path(native_lib: Path, tmp_path: Path) -> None:
     cmd = _fake_capture_app(tmp_path, "w.ScaleCapture(n=8, launches=3).build()")
     keep = tmp_path / "keep"
     run = run_capture(
-        cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=accordo_lib, output_dir=keep
+        cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=native_lib, output_dir=keep
     )
     assert run.status == "ok" and run.capture is not None
     assert run.capture.complete and len(run.capture.launches) == 3
     assert run.capture.path.parent == keep and run.capture.path.exists()
 
 
-def test_capture_survives_temporary_directory_removal(accordo_lib: Path, tmp_path: Path) -> None:
+def test_capture_survives_temporary_directory_removal(native_lib: Path, tmp_path: Path) -> None:
     cmd = _fake_capture_app(tmp_path, "w.ScaleCapture(n=8, launches=1).build()")
-    run = run_capture(cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=accordo_lib)
+    run = run_capture(cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=native_lib)
     assert run.capture is not None and not run.capture.path.exists()
     assert run.capture.launches[0].buffers[-1].view("<f4")[1] == 2.0  # 2 * 0.5 + 1, read from the map
 
 
-def test_partial_capture_of_a_crash(accordo_lib: Path, tmp_path: Path) -> None:
+def test_partial_capture_of_a_crash(native_lib: Path, tmp_path: Path) -> None:
     cmd = _fake_capture_app(tmp_path, "w.ScaleCapture(n=8, launches=2).build(with_end=False)", exit_code=1)
-    run = run_capture(cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=accordo_lib)
+    run = run_capture(cmd, kernel_regex="scale", cwd=tmp_path, timeout_s=30, library=native_lib)
     assert run.status == "crash"
     assert run.capture is not None and not run.capture.complete and len(run.capture.launches) == 2
 
 
-def test_no_matching_kernel(accordo_lib: Path, tmp_path: Path) -> None:
+def test_no_matching_kernel(native_lib: Path, tmp_path: Path) -> None:
     cmd = _fake_capture_app(tmp_path, "w.file_header() + w.end()")
     with pytest.raises(KernelNotFoundError, match="nomatch"):
-        run_capture(cmd, kernel_regex="nomatch", cwd=tmp_path, timeout_s=30, library=accordo_lib)
+        run_capture(cmd, kernel_regex="nomatch", cwd=tmp_path, timeout_s=30, library=native_lib)
 
 
-def test_setup_error_is_profile_error(accordo_lib: Path, tmp_path: Path) -> None:
+def test_setup_error_is_profile_error(native_lib: Path, tmp_path: Path) -> None:
     cmd = _fake_capture_app(tmp_path, "w.file_header() + w.error(w.NO_LAUNCH, 'bad regex') + w.end()")
     with pytest.raises(ProfileError, match="bad regex"):
-        run_capture(cmd, kernel_regex="(", cwd=tmp_path, timeout_s=30, library=accordo_lib)
+        run_capture(cmd, kernel_regex="(", cwd=tmp_path, timeout_s=30, library=native_lib)

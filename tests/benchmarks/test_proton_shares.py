@@ -24,7 +24,7 @@ from benchmarks.proton_shares import (
     share_errors,
 )
 from formulas.base import is_toolkit_file
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass
+from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
 from intelliperf.gpu.proton import HATCHET, META, scope_metrics
 from tests.recorded import BY_NAME, EXAMPLES, RECORDED, ROOT
 

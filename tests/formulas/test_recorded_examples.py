@@ -112,7 +112,7 @@ def test_a_metric_that_is_n_a_is_never_read_as_0() -> None:
 
     from formulas.atomic_contention import AtomicContention
     from formulas.branch_divergence import BranchDivergence
-    from formulas.quantities import Quantity
+    from intelliperf.contract.profile import Quantity
 
     profile = main_profile("work_queue")
     returning = Quantity.ATOMIC_INSTRUCTIONS_RETURN

@@ -5,11 +5,11 @@ from typing import ClassVar
 
 import pytest
 
-from formulas.base import Formula, KernelProfile
-from formulas.quantities import Quantity
+from formulas.base import Formula
 from formulas.registry import FormulaRegistrationError, all_formulas, concrete_formula, get, validate
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf.contract import Diagnosis, RankedKernel
+from intelliperf.contract.profile import KernelProfile, Quantity
 from intelliperf.errors import SpecError
 from tests.support.reports import make_diagnosis, make_kernel
 
@@ -56,9 +56,9 @@ def make_formula(
         ("auto", (Quantity.KERNEL_TIME_NS,), "already taken"),
         ("Bad Name", (Quantity.KERNEL_TIME_NS,), "lowerCamelCase"),
         ("myFormula", (), "declares no metrics"),
-        ("myFormula", ("not a metric",), "must be formulas.quantities.Quantity members"),
+        ("myFormula", ("not a metric",), "must be intelliperf.contract.profile.Quantity members"),
         # a vendor's own counter name: no backend but that vendor's could measure it
-        ("myFormula", ("lts__t_sectors_op_red.max",), "must be formulas.quantities.Quantity members"),
+        ("myFormula", ("lts__t_sectors_op_red.max",), "must be intelliperf.contract.profile.Quantity"),
     ],
 )
 def test_registration_is_checked(name: str, metrics: tuple[str, ...], message: str) -> None:

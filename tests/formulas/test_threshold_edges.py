@@ -26,15 +26,15 @@ import pytest
 from formulas import atomic_contention, branch_divergence, memory_locality, register_pressure
 from formulas.atomic_contention import AtomicContention
 from formulas.bank_conflict import BankConflict
-from formulas.base import Formula, KernelProfile
+from formulas.base import Formula
 from formulas.branch_divergence import BranchDivergence
 from formulas.excess import ExcessShareFormula
 from formulas.memory_access import MemoryAccess
 from formulas.memory_locality import MemoryLocality
-from formulas.quantities import Quantity
 from formulas.register_pressure import RegisterPressure
 from formulas.specs import facts_for
 from formulas.throughput import UNIT_QUANTITIES, UNITS, busiest_unit
+from intelliperf.contract.profile import KernelProfile, Quantity
 from tests.recorded import main_profile
 
 HAIR = 1e-6

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from formulas.base import KernelProfile, MissingMetricError
-from formulas.quantities import Quantity
 from formulas.registry import FormulaRegistrationError, validate
 from formulas.selection import formulas_for, metrics_for
 from formulas.throughput import busiest_unit, unit_utilization
+from intelliperf.contract.profile import KernelProfile, MissingMetricError, Quantity
 
 
 def profile(metrics: dict[str, float], arch: str = "sm_90") -> KernelProfile:

@@ -8,13 +8,11 @@ from pathlib import Path
 from tests.intelliperf.test_layering import imported_modules  # every absolute import, lazy ones too
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("intelliperf", "formulas", "accordo", "service", "worker")
-# the one edge the floors allow against their order (ARCHITECTURE.md): the contract's lazy formula check
-KNOWN_CYCLE = {("intelliperf.contract", "formulas")}
+PRODUCT = ("intelliperf", "formulas", "accordo", "profiler", "service", "worker")
 
 
 def room(module: str) -> str:
-    """'intelliperf.gpu.nvidia' -> 'intelliperf.gpu'; 'service.api.jobs' -> 'service'."""
+    """'intelliperf.gpu.nvidia.backend' -> 'intelliperf.gpu'; 'service.api.jobs' -> 'service'."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "intelliperf" and len(parts) > 1 else parts[0]
 
@@ -57,9 +55,16 @@ def never(source: str, forbidden: set[str], found: Edges | None = None) -> list[
     )
 
 
-def test_the_judge_imports_only_the_ground_floor() -> None:
+def test_the_judge_imports_only_the_ground_floor_and_the_profiler() -> None:
+    ground = {"intelliperf.contract", "intelliperf.errors", "intelliperf.process"}
+    assert allowed_only("accordo", {*ground, "profiler"}) == []
+
+
+def test_the_profiler_imports_only_the_ground_floor() -> None:
+    """The native profiler runs applications and reads what its library wrote: no judge, no formula, no
+    backend (a backend stands on it)."""
     assert (
-        allowed_only("accordo", {"intelliperf.contract", "intelliperf.errors", "intelliperf.process"}) == []
+        allowed_only("profiler", {"intelliperf.contract", "intelliperf.errors", "intelliperf.process"}) == []
     )
 
 
@@ -72,7 +77,7 @@ def test_tracking_is_arithmetic() -> None:
 
 
 def test_the_api_host_runs_no_gpu_code() -> None:
-    assert never("service", {"worker", "intelliperf.engine", "intelliperf.gpu", "accordo"}) == []
+    assert never("service", {"worker", "intelliperf.engine", "intelliperf.gpu", "accordo", "profiler"}) == []
 
 
 def test_workers_talk_to_the_service_over_http() -> None:
@@ -87,14 +92,83 @@ def test_nothing_in_the_product_imports_tests_or_benchmarks() -> None:
     assert sorted(f"{file}: {dst}" for _, dst, file in edges() if dst in ("tests", "benchmarks")) == []
 
 
-def test_the_contract_is_the_ground_floor_but_for_the_known_cycle() -> None:
+def test_the_contract_is_the_ground_floor() -> None:
+    """The contract (the job spec, the report, the profile types every backend, formula and judge use)
+    imports nothing of the product but the error types: whether a formula name is installed is asked
+    where a spec is made (formulas.registry.formula_problems), not by the contract."""
     ground = {"intelliperf.contract", "intelliperf.errors"}
     stray = [
         f"{file}: {src} imports {dst}"
         for src, dst, file in edges()
-        if src == "intelliperf.contract" and dst not in ground and (src, dst) not in KNOWN_CYCLE
+        if src == "intelliperf.contract" and dst not in ground
     ]
     assert stray == []
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of the product -> the modules of the product it imports (lazily too), each import
+    resolved to the longest module it names."""
+    modules = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in PRODUCT
+        for path in sorted((root / package).rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in imported_modules(path):
+            parts = name.split(".")
+            prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+            found = next((prefix for prefix in prefixes if prefix in modules), None)
+            if found is not None and found != module:
+                targets.add(found)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_of_the_product_imports_one_that_imports_it() -> None:
+    assert cycles(module_graph()) == []
+
+
+def test_a_cycle_of_lazy_imports_is_found(tmp_path: Path) -> None:
+    for package in PRODUCT:
+        (tmp_path / package).mkdir()
+    (tmp_path / "service" / "jobs.py").write_text("def end():\n    from service.regressions import answer\n")
+    (tmp_path / "service" / "regressions.py").write_text("from service.jobs import submit\n")
+    (tmp_path / "service" / "alone.py").write_text("import service.jobs\n")
+    assert cycles(module_graph(tmp_path)) == [["service.jobs", "service.regressions"]]
 
 
 def test_a_module_that_breaks_a_rule_is_caught(tmp_path: Path) -> None:

@@ -202,7 +202,7 @@ MALFORMED_SPECS: list[tuple[str, bytes | str | Any, list[str], str]] = [
         "gpu.vendor unknown",
         {**SPEC, "gpu": {"vendor": "intel"}},
         ["body", "gpu", "vendor"],
-        "'nvidia' or 'amd'",
+        "unknown GPU vendor 'intel'; the installed backends: nvidia, amd",
     ),
     ("no source", {"applications": [{"command": "./app"}]}, ["body", "repository"], "uploaded archive"),
     (

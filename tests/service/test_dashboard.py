@@ -17,7 +17,8 @@ from service.auth import create_token, revoke_token
 from service.dashboard.session import COOKIE
 from service.db.models import Job
 from service.db.session import Database
-from service.jobs import add_event, finish
+from service.job_end import finish
+from service.jobs import add_event
 from service.reproducers import reproducer_path
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN, LiveService, serve

@@ -19,7 +19,8 @@ from intelliperf.contract import Application, JobSpec, RepositoryRef, TrackSetti
 from service.auth import ADMIN
 from service.db.models import Job
 from service.db.session import Database
-from service.jobs import finish, submit
+from service.job_end import finish
+from service.jobs import submit
 from service.secrets import SecretBox, store_secrets
 from service.settings import ServiceSettings
 from tests.service.conftest import celery_worker, serve, upgrade, wait_for

@@ -33,7 +33,8 @@ from service.db.migrate import alembic_config
 from service.db.models import Base, Job, JobEvent, KernelSample
 from service.db.session import Database
 from service.dispatch import Dispatcher
-from service.jobs import finish, repository_name, submit
+from service.job_end import finish
+from service.jobs import repository_name, submit
 from service.kernel_samples import prune_samples
 from service.secrets import SecretBox, load_secrets, store_secrets
 from service.settings import ServiceSettings

@@ -13,7 +13,8 @@ from sqlalchemy import update
 from service.auth import create_token
 from service.db.models import Job, Worker, utcnow
 from service.db.session import Database
-from service.jobs import claim, finish
+from service.job_end import finish
+from service.jobs import claim
 from service.settings import ServiceSettings
 from tests.service.conftest import LiveService, serve
 

@@ -25,7 +25,7 @@ from schemathesis.checks import (
 )
 
 from service.db.session import Database
-from service.jobs import finish
+from service.job_end import finish
 from tests.service.conftest import ADMIN, LiveService
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}

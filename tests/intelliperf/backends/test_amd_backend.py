@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from formulas.quantities import Quantity
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.contract import DeviceInfo, JobSpec
+from intelliperf.contract.profile import Quantity
 from intelliperf.engine.job import check_optimizable
 from intelliperf.errors import ProfileError, SpecError
-from intelliperf.gpu.amd import AmdBackend
-from intelliperf.gpu.amd_counters import COUNTER_GROUPS, counters_for, kernel_quantities
+from intelliperf.gpu.amd.backend import AmdBackend
+from intelliperf.gpu.amd.counters import COUNTER_GROUPS, counters_for, kernel_quantities
 from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.nvidia import NvidiaBackend
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
 from intelliperf.gpu.registry import backend_class, vendors
 from tests.recorded import main_profile
 from tests.support.fake_rocprof import install_fake_rocprofv3

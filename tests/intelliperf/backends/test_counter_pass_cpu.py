@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from intelliperf.errors import ToolMissingError
-from intelliperf.gpu.cupti_counters import counter_pass_lock
-from intelliperf.gpu.nvidia import NvidiaBackend
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
+from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock
 from intelliperf.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,7 +97,7 @@ def test_counter_passes_that_see_the_same_gpus_take_turns(
     holder = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from intelliperf.gpu.cupti_counters import counter_pass_lock\n"
+        "from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock\n"
         "with counter_pass_lock():\n"
         "    print('held', flush=True)\n"
         "    sys.stdin.readline()\n"

@@ -1,7 +1,7 @@
 """The CUPTI counter pass's records: reading libaccordo's counters files, and turning them with a cubin's
 listing into the profiles the formulas read, the same as Nsight Compute's pages of the same binary give.
 
-The records here are written in the test, in the format accordo/native/FORMAT.md gives, to exercise the
+The records here are written in the test, in the format profiler/native/FORMAT.md gives, to exercise the
 reader's rules; the profile equivalence builds its records from ncu's pages of a real binary
 (tests/fixtures/gpu/sass_listing), so both front ends read the same counts.
 """
@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from formulas.base import KernelProfile
-from formulas.quantities import Column
 from formulas.selection import formulas_for
 from intelliperf.contract import RankedKernel
+from intelliperf.contract.profile import Column, KernelProfile
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.cupti_counters import (
+from intelliperf.gpu.nvidia.cupti_counters import (
     CounterRecords,
     KernelCounters,
     LaunchFacts,
@@ -27,11 +26,11 @@ from intelliperf.gpu.cupti_counters import (
     environment_problem,
     parse_counters,
 )
-from intelliperf.gpu.ncu import parse_raw_csv
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass
-from intelliperf.gpu.nvidia_metrics import COLUMNS, LAUNCH_METRICS, SASS_METRICS
-from intelliperf.gpu.profiles import build_profiles, counted_metrics, profiles_from_counters
-from intelliperf.gpu.sass_listing import parse_listing
+from intelliperf.gpu.nvidia.metrics import COLUMNS, LAUNCH_METRICS, SASS_METRICS
+from intelliperf.gpu.nvidia.ncu import parse_raw_csv
+from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
+from intelliperf.gpu.nvidia.profiles import build_profiles, counted_metrics, profiles_from_counters
+from intelliperf.gpu.nvidia.sass_listing import parse_listing
 from tests.recorded import RECORDED
 
 HEADER = {"accordo": "counters", "version": 1, "pid": 7}
@@ -242,7 +241,7 @@ def test_a_kernel_with_counters_but_no_listing_is_diagnosed_without_lines() -> N
     profiles = profiles_from_counters(records, {}, ranked, arch="sm_90")
     profile = next(iter(profiles.values()))
     assert profile.source == [] and profile.instructions and not profile.source_page
-    assert all(i.sass == "" for i in profile.instructions)
+    assert all(i.assembly == "" for i in profile.instructions)
 
 
 def test_the_recorded_launch_statistics_are_nsight_computes() -> None:

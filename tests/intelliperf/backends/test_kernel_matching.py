@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from accordo.trace import read_trace, summarize
-from formulas.quantities import Column
 from intelliperf.contract import Application, JobSpec
+from intelliperf.contract.profile import Column
 from intelliperf.engine.diagnose import run_diagnosis
 from intelliperf.errors import NoLineInfoError
 from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.kernel_names import function_name, same_kernel
-from intelliperf.gpu.ncu import csv_rows
-from intelliperf.gpu.ncu_source import kernels_without_line_info
-from intelliperf.gpu.profiles import build_profiles
+from intelliperf.gpu.nvidia.kernel_names import function_name, same_kernel
+from intelliperf.gpu.nvidia.ncu import csv_rows
+from intelliperf.gpu.nvidia.ncu_source import kernels_without_line_info
+from intelliperf.gpu.nvidia.profiles import build_profiles
 from intelliperf.gpu.replay import ReplayBackend
+from profiler.trace import read_trace, summarize
 from tests.recorded import EXAMPLES, RECORDED
 
 TILE_SUMS = RECORDED / "tile_sums"

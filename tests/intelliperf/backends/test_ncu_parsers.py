@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.kernel_names import canonical_signature, same_kernel
-from intelliperf.gpu.ncu import parse_raw_csv, to_base_unit
-from intelliperf.gpu.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
-from intelliperf.gpu.nvidia_metrics import sass_opcode
+from intelliperf.gpu.nvidia.kernel_names import canonical_signature, same_kernel
+from intelliperf.gpu.nvidia.metrics import sass_opcode
+from intelliperf.gpu.nvidia.ncu import parse_raw_csv, to_base_unit
+from intelliperf.gpu.nvidia.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
 from tests.recorded import RECORDED
 
 TRANSPOSE = RECORDED / "transpose_bank" / "original"
@@ -50,14 +50,14 @@ def test_cuda_sass_view_lists_an_inlined_instruction_under_several_lines() -> No
             owners.setdefault(address, []).append(line.line)
     instructions = parse_sass_view((ATOMIC_VIEWS / "source_sass.csv").read_text())
     kernel = next(v for k, v in instructions.items() if k.startswith("atomic_sum"))
-    red = next(a for a, i in kernel.items() if sass_opcode(i.sass).startswith("RED"))
+    red = next(a for a, i in kernel.items() if sass_opcode(i.assembly).startswith("RED"))
     assert len(owners[red]) >= 2
 
 
 def test_sass_view_instructions_carry_their_metrics() -> None:
     views = parse_sass_view((TRANSPOSE_VIEWS / "source_sass.csv").read_text())
     transpose = next(v for k, v in views.items() if k.startswith("transpose_tiled"))
-    shared_loads = [i for i in transpose.values() if sass_opcode(i.sass) == "LDS"]
+    shared_loads = [i for i in transpose.values() if sass_opcode(i.assembly) == "LDS"]
     assert shared_loads
     assert sum(i.metrics.get("L1 Wavefronts Shared Excessive", 0) for i in shared_loads) > 1e7
 
@@ -77,7 +77,7 @@ def test_inlined_atomic_is_attributed_to_its_call_site() -> None:
     structure = parse_cuda_sass_view((HISTOGRAM_VIEWS / "source_cuda_sass.csv").read_text())
     rows = join_source_views(structure, parse_sass_view((HISTOGRAM_VIEWS / "source_sass.csv").read_text()))
     kernel = next(v for k, v in rows.items() if k.startswith("histogram_bins"))
-    atomics = [r for r in kernel if any(sass_opcode(i.sass).startswith("RED") for i in r.instructions)]
+    atomics = [r for r in kernel if any(sass_opcode(i.assembly).startswith("RED") for i in r.instructions)]
     user_lines = [(r.file.rsplit("/", 1)[-1], r.line) for r in atomics if r.file.endswith("histogram.cu")]
     assert user_lines == [("histogram.cu", 52)]
 

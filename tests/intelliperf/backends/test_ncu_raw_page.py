@@ -16,10 +16,12 @@ import pytest
 
 from formulas.bank_conflict import BankConflict
 from formulas.memory_access import MemoryAccess
-from formulas.quantities import Column
 from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Column
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.ncu import (
+from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.nvidia.ncu import (
+    RAW_PAGE_READER,
     SECTION_FOLDER,
     SOURCE_SECTION,
     parse_raw_csv,
@@ -27,8 +29,7 @@ from intelliperf.gpu.ncu import (
     read_raw_page,
     report_reader_dir,
 )
-from intelliperf.gpu.ncu_source import parse_cuda_sass_view
-from intelliperf.gpu.nvidia_metrics import COLUMNS, ncu_metrics
+from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "raw_page_reader"
 
@@ -145,7 +146,7 @@ def test_a_reader_that_fails_names_itself_and_its_error(tmp_path: Path) -> None:
 
 
 def test_the_reader_runs_in_its_own_interpreter_with_the_standard_library_only() -> None:
-    source = (Path(__file__).resolve().parents[3] / "intelliperf" / "gpu" / "ncu_raw_page.py").read_text()
+    source = RAW_PAGE_READER.read_text()
     imports = set(re.findall(r"^\s*(?:from|import) (\w+)", source, flags=re.MULTILINE))
     assert imports <= {"__future__", "csv", "sys", "typing", "ncu_report"} | set(sys.stdlib_module_names)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.ncu import profile_command, run_ncu
+from intelliperf.gpu.nvidia.ncu import profile_command, run_ncu
 
 FAKE_NCU = """#!/bin/bash
 log=""; report=""

@@ -7,11 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from formulas.base import Instruction, KernelProfile
-from formulas.quantities import Column, Kind, Quantity
 from formulas.selection import formulas_for, metrics_for
-from intelliperf.gpu.ncu import RAW_PAGE, parse_raw_csv
-from intelliperf.gpu.nvidia_metrics import (
+from intelliperf.contract.profile import Column, Instruction, KernelProfile, Kind, Quantity
+from intelliperf.gpu.nvidia.metrics import (
     LAUNCH_METRICS,
     access_bytes,
     cupti_instruction,
@@ -23,6 +21,7 @@ from intelliperf.gpu.nvidia_metrics import (
     range_profiler_metrics,
     semantic_instruction,
 )
+from intelliperf.gpu.nvidia.ncu import RAW_PAGE, parse_raw_csv
 from tests.recorded import BY_NAME, RECORDED, main_profile
 
 PCT = ".avg.pct_of_peak_sustained_elapsed"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from intelliperf.errors import AppError, ProfileError
-from intelliperf.gpu.rocprof import (
+from intelliperf.gpu.amd.rocprof import (
     KernelResources,
     collect_counters,
     counter_command,

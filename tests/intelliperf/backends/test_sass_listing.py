@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.ncu_source import parse_cuda_sass_view
-from intelliperf.gpu.sass_listing import disassemble, parse_listing
+from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
+from intelliperf.gpu.nvidia.sass_listing import disassemble, parse_listing
 from tests.recorded import RECORDED
 
 LISTINGS = RECORDED / "sass_listing"

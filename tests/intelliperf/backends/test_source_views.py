@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from intelliperf.gpu.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view, parse_sass_view
-from intelliperf.gpu.nvidia_metrics import sass_opcode
+from intelliperf.gpu.nvidia.metrics import sass_opcode
+from intelliperf.gpu.nvidia.ncu_source import (
+    instructions_from_cuda_sass,
+    parse_cuda_sass_view,
+    parse_sass_view,
+)
 from tests.recorded import RECORDED
 
 BOTH_VIEWS = sorted(
@@ -33,5 +37,5 @@ def test_an_inlined_instruction_listed_twice_is_counted_once() -> None:
     assert len(listed) > len(set(listed))  # the inlined atomicAdd's first instruction, under two lines
     instructions = instructions_from_cuda_sass(text)[kernel]
     assert sorted(instructions) == sorted(set(listed))
-    atomics = [i for i in instructions.values() if sass_opcode(i.sass).startswith(("RED", "ATOM"))]
+    atomics = [i for i in instructions.values() if sass_opcode(i.assembly).startswith(("RED", "ATOM"))]
     assert atomics and all(i.metrics["Instructions Executed"] > 0 for i in atomics)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from accordo.capture import run_capture
-from accordo.trace import run_app
 from benchmarks.loop_scenarios import fixed_source, known_fix
 from intelliperf.contract import Application, JobSpec, LlmSettings
 from intelliperf.engine.candidate import CandidateTree
@@ -22,6 +21,7 @@ from intelliperf.engine.workspace import copy_workspace, workspace
 from intelliperf.errors import ProfileError, SpecError
 from intelliperf.llm.proposer import DspyProposer
 from intelliperf.process import JIT_CACHE, is_python_command
+from profiler.trace import run_app
 from tests.support.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from formulas.base import KernelProfile
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.contract.profile import KernelProfile, Quantity
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.amd_counters import counters_for, kernel_quantities, launch_quantities, supported
+from intelliperf.gpu.amd.counters import counters_for, kernel_quantities, launch_quantities, supported
+from intelliperf.gpu.amd.rocprof import KernelResources, collect_counters, trace_kernels
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.device import query_device, require_tool
-from intelliperf.gpu.rocprof import KernelResources, collect_counters, trace_kernels
 from intelliperf.settings import Settings, get_settings
 
 __all__ = ["AmdBackend"]
@@ -81,7 +80,7 @@ class AmdBackend(GpuBackend):
         if not supported(device.arch):
             raise ProfileError(
                 f"the AMD backend has no counter table for {device.arch}",
-                hint="its table (intelliperf/gpu/amd_counters.py) covers gfx90a and gfx942",
+                hint="its table (intelliperf/gpu/amd/counters.py) covers gfx90a and gfx942",
             )
         groups = counters_for(metrics)
         counters: dict[str, dict[str, float]] = {}

@@ -12,26 +12,25 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
-from accordo.build import cached_library, native_library
-from accordo.trace import KernelLaunch, run_traced
-from formulas.base import KernelProfile
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.contract.profile import KernelProfile, Quantity
 from intelliperf.errors import ProfileError, ToolMissingError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
-from intelliperf.gpu.cupti_counters import (
+from intelliperf.gpu.device import query_device
+from intelliperf.gpu.nvidia.cupti_counters import (
     counter_notes,
     counter_pass_lock,
     environment_problem,
     parse_counters,
     run_counters,
 )
-from intelliperf.gpu.device import query_device
-from intelliperf.gpu.nvidia_metrics import SASS_METRICS, range_profiler_metrics
-from intelliperf.gpu.profiles import device_from_counters, profiles_from_counters
+from intelliperf.gpu.nvidia.metrics import SASS_METRICS, range_profiler_metrics
+from intelliperf.gpu.nvidia.profiles import device_from_counters, profiles_from_counters
+from intelliperf.gpu.nvidia.sass_listing import disassemble, parse_listing
 from intelliperf.gpu.proton import run_regions
-from intelliperf.gpu.sass_listing import disassemble, parse_listing
 from intelliperf.settings import Settings, get_settings
+from profiler.build import cached_library, native_library
+from profiler.trace import KernelLaunch, run_traced
 
 __all__ = ["COUNTERS_FILE", "LISTING_FILE", "NvidiaBackend", "write_trace"]
 

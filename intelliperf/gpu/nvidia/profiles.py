@@ -1,7 +1,7 @@
 """Turn what the counter pass measured into one KernelProfile per kernel, in the formulas' terms
-(formulas.quantities, through the NVIDIA table in nvidia_metrics): the CUPTI counter pass's records with
-the disassembly of the kernels' cubins (`profiles_from_counters`), or Nsight Compute's pages, which
-recordings made before 2026-11-27 hold (`build_profiles`)."""
+(intelliperf.contract.profile, through the NVIDIA table in nvidia_metrics): the CUPTI counter pass's
+records with the disassembly of the kernels' cubins (`profiles_from_counters`), or Nsight Compute's pages,
+which recordings made before 2026-11-27 hold (`build_profiles`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from formulas.base import Instruction, KernelProfile, SourceRow
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo, RankedKernel
-from intelliperf.gpu.cupti_counters import CounterRecords, KernelCounters
-from intelliperf.gpu.kernel_names import function_name, same_kernel
-from intelliperf.gpu.ncu import RawKernel, parse_raw_csv
-from intelliperf.gpu.ncu_source import (
+from intelliperf.contract.profile import Instruction, KernelProfile, Quantity, SourceRow
+from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, KernelCounters
+from intelliperf.gpu.nvidia.kernel_names import function_name, same_kernel
+from intelliperf.gpu.nvidia.metrics import (
+    cupti_instruction,
+    kernel_quantities,
+    launch_metrics,
+    semantic_instruction,
+)
+from intelliperf.gpu.nvidia.ncu import RawKernel, parse_raw_csv
+from intelliperf.gpu.nvidia.ncu_source import (
     instructions_from_cuda_sass,
     join_source_views,
     kernels_without_line_info,
@@ -24,13 +29,7 @@ from intelliperf.gpu.ncu_source import (
     parse_sass_view,
     sum_metrics,
 )
-from intelliperf.gpu.nvidia_metrics import (
-    cupti_instruction,
-    kernel_quantities,
-    launch_metrics,
-    semantic_instruction,
-)
-from intelliperf.gpu.sass_listing import ListedInstruction
+from intelliperf.gpu.nvidia.sass_listing import ListedInstruction
 
 __all__ = [
     "DEVICE_METRICS",

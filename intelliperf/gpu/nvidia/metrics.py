@@ -1,8 +1,9 @@
 """The NVIDIA backend's one table: each quantity, column and instruction kind the formulas read
-(formulas.quantities), as NVIDIA's profiling metrics measure it, per architecture. The metrics are named as
-Nsight Compute names them; the counter pass collects the same metrics by those names with CUPTI's range
-profiler (kernel-level) and SASS metrics (per instruction, SASS_METRICS), and recordings made before
-2026-11-27 hold Nsight Compute's pages of them. The figures below were measured with Nsight Compute.
+(intelliperf.contract.profile), as NVIDIA's profiling metrics measure it, per architecture. The metrics
+are named as Nsight Compute names them; the counter pass collects the same metrics by those names with
+CUPTI's range profiler (kernel-level) and SASS metrics (per instruction, SASS_METRICS), and recordings
+made before 2026-11-27 hold Nsight Compute's pages of them. The figures below were measured with Nsight
+Compute.
 
 Memory units: Nsight Compute's `lts__throughput` and `l1tex__throughput` are each the maximum over many
 sub-unit throughputs, and collecting those breakdowns costs replay passes: on an H100 (ncu 2025.3) the
@@ -42,8 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from formulas.base import Instruction
-from formulas.quantities import Column, Kind, Quantity
+from intelliperf.contract.profile import Column, Instruction, Kind, Quantity
 
 __all__ = [
     "COLUMNS",
@@ -283,7 +283,7 @@ def cupti_instruction(address: str, sass: str, counts: Mapping[str, float]) -> I
     for excess, (units, ideal) in _EXCESS.items():
         if units in metrics and ideal in metrics:
             metrics[excess] = metrics[units] - metrics[ideal]
-    return Instruction(address=address, sass=sass, metrics=metrics, kind=instruction_kind(sass))
+    return Instruction(address=address, assembly=sass, metrics=metrics, kind=instruction_kind(sass))
 
 
 def _source(quantity: Quantity, arch: str) -> Source:
@@ -346,7 +346,7 @@ def _value(source: Source, metrics: Mapping[str, float], instructions: Sequence[
         return 100.0 * _instruction_total(instructions, source.numerator, source.kinds) / denominator
     if isinstance(source, InstructionBytes):
         return sum(
-            i.metrics.get(Column.THREADS_EXECUTED, 0.0) * access_bytes(i.sass)
+            i.metrics.get(Column.THREADS_EXECUTED, 0.0) * access_bytes(i.assembly)
             for i in instructions
             if i.kind in source.kinds
         )
@@ -400,4 +400,4 @@ def instruction_kind(sass: str) -> Kind:
 def semantic_instruction(instruction: Instruction) -> Instruction:
     """A parsed source-page instruction in the formulas' terms: its columns renamed, its kind set."""
     metrics = {COLUMNS[name]: value for name, value in instruction.metrics.items() if name in COLUMNS}
-    return replace(instruction, metrics=metrics, kind=instruction_kind(instruction.sass))
+    return replace(instruction, metrics=metrics, kind=instruction_kind(instruction.assembly))

@@ -1,4 +1,4 @@
-"""read_trace and summarize on hand-written JSON Lines traces (format: accordo/native/FORMAT.md)."""
+"""read_trace and summarize on hand-written JSON Lines traces (format: profiler/native/FORMAT.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from accordo.trace import KernelLaunch, read_trace, summarize
 from intelliperf.errors import ProfileError
+from profiler.trace import KernelLaunch, read_trace, summarize
 
 HEADER = {"accordo": "trace", "version": 1, "pid": 42}
 

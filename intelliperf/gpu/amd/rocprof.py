@@ -2,7 +2,7 @@
 
 Timing pass: ``rocprofv3 --kernel-trace --output-format csv --output-directory DIR -- app`` writes one
 row per kernel dispatch; dispatches are grouped by kernel name and ranked by total time, as Accordo's
-tracer does on NVIDIA (``accordo.trace.KernelStats``).
+tracer does on NVIDIA (``profiler.trace.KernelStats``).
 Counter pass: ``rocprofv3 --pmc A,B,... --kernel-include-regex '^(k1|k2)$' --kernel-iteration-range
 [1] ...`` collects the counters on the first dispatch of each top kernel only.
 
@@ -57,7 +57,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from accordo.trace import KernelStats, stats_of
+from intelliperf.contract.profile import KernelStats, stats_of
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import describe_exit, run_process, with_jit_cache
 
@@ -212,7 +212,7 @@ def _table(text: str, source: str, required: Sequence[str]) -> list[tuple[int, d
         if column not in header:
             raise ProfileError(
                 f"{source} has no {column} column (its header: {', '.join(header)})",
-                hint="rocprofv3's CSV format may have changed; see intelliperf/gpu/rocprof.py",
+                hint="rocprofv3's CSV format may have changed; see intelliperf/gpu/amd/rocprof.py",
             )
     rows = []
     for row in reader:

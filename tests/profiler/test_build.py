@@ -9,28 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from accordo import build
 from intelliperf.errors import NativeBuildError, ToolMissingError
+from profiler import build
 
 
 def _run(*cmd: str) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-def test_exports_injection_entry_point(accordo_lib: Path) -> None:
-    assert accordo_lib.is_file()
-    defined = _run("nm", "-D", "--defined-only", str(accordo_lib))
+def test_exports_injection_entry_point(native_lib: Path) -> None:
+    assert native_lib.is_file()
+    defined = _run("nm", "-D", "--defined-only", str(native_lib))
     assert re.search(r"\bT InitializeInjection$", defined, re.MULTILINE)
     # Nothing else of ours is exported (hidden visibility).
     exported = [line.split()[-1] for line in defined.splitlines() if " T " in line]
     assert exported == ["InitializeInjection"]
 
 
-def test_no_link_time_libcuda(accordo_lib: Path) -> None:
-    undefined = _run("nm", "-D", "--undefined-only", str(accordo_lib))
+def test_no_link_time_libcuda(native_lib: Path) -> None:
+    undefined = _run("nm", "-D", "--undefined-only", str(native_lib))
     driver = [s for s in undefined.split() if re.fullmatch(r"cu[A-Z]\w*(@\S*)?", s)]
     assert driver == []
-    dynamic = _run("readelf", "-d", str(accordo_lib))
+    dynamic = _run("readelf", "-d", str(native_lib))
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic)
     assert not any(lib.startswith("libcuda.") for lib in needed), needed
     assert any(lib.startswith("libcupti.so") for lib in needed), needed
@@ -38,14 +38,14 @@ def test_no_link_time_libcuda(accordo_lib: Path) -> None:
 
 
 def test_cached_build_is_reused(
-    accordo_lib: Path, accordo_cache: Path, monkeypatch: pytest.MonkeyPatch
+    native_lib: Path, native_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(accordo_cache))
-    mtime = accordo_lib.stat().st_mtime_ns
+    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(native_cache))
+    mtime = native_lib.stat().st_mtime_ns
     again = build.native_library()
-    assert again == accordo_lib
+    assert again == native_lib
     assert again.stat().st_mtime_ns == mtime
-    assert again.parent.parent == accordo_cache
+    assert again.parent.parent == native_cache
     assert re.fullmatch(r"[0-9a-f]{16}", again.parent.name)
     assert not list(again.parent.glob(".build-*")), "temporary build directories must be removed"
 

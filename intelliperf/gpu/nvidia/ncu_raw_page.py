@@ -1,6 +1,6 @@
 """Write a report's raw page (kernel-level metrics) as CSV, read with the report reader ncu ships.
 
-Run as a script, in its own interpreter, by `intelliperf.gpu.ncu.read_raw_page`:
+Run as a script, in its own interpreter, by `intelliperf.gpu.nvidia.ncu.read_raw_page`:
 
     python3 -I ncu_raw_page.py REPORT NCU_PYTHON_DIR [METRIC,METRIC,...]
 
@@ -9,7 +9,7 @@ metrics, only those columns are written (a metric the report lacks is ``n/a``); 
 the report. The output has the layout of
 ``ncu --import REPORT --page raw --csv --print-units base --print-kernel-base mangled`` (a header row, a
 units row, one row per profiled launch; every quantity in its base unit), which
-`intelliperf.gpu.ncu.parse_raw_csv` reads, so recordings made either way parse alike. Values carry full
+`intelliperf.gpu.nvidia.ncu.parse_raw_csv` reads, so recordings made either way parse alike. Values carry full
 precision where ncu's page rounds to two decimals.
 
 Why a script: measured on an H100 (ncu 2025.3.1), ncu's export took 0.56 to 0.69 s per report, this

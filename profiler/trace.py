@@ -14,26 +14,24 @@ import json
 import os
 import shlex
 import signal
-import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from intelliperf.contract.profile import KernelStats, stats_of
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import run_process, with_jit_cache
 
 __all__ = [
     "KernelLaunch",
-    "KernelStats",
     "TracedRun",
     "int_field",
     "jsonl_records",
     "jsonl_text_records",
     "read_trace",
     "run_traced",
-    "stats_of",
     "str_field",
     "summarize",
     "triple_field",
@@ -59,18 +57,6 @@ class KernelLaunch:
     @property
     def duration_ns(self) -> int:
         return self.end - self.start
-
-
-@dataclass(frozen=True)
-class KernelStats:
-    name: str
-    demangled: str
-    launches: int
-    total_ns: int
-    mean_ns: float
-    median_ns: float
-    min_ns: int
-    max_ns: int
 
 
 @dataclass(frozen=True)
@@ -206,27 +192,6 @@ def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
     return stats_of(durations, demangled)
 
 
-def stats_of(durations: Mapping[str, Sequence[int]], demangled: Mapping[str, str]) -> list[KernelStats]:
-    """Per kernel name, its launches' statistics (durations in ns), hottest first. Shared by every timing
-    pass (this tracer, rocprofv3's kernel trace)."""
-    stats = [
-        KernelStats(
-            name=name,
-            demangled=demangled.get(name, name),
-            launches=len(values),
-            total_ns=sum(values),
-            mean_ns=sum(values) / len(values),
-            median_ns=float(statistics.median(values)),
-            min_ns=min(values),
-            max_ns=max(values),
-        )
-        for name, values in durations.items()
-        if values
-    ]
-    stats.sort(key=lambda s: (-s.total_ns, s.name))
-    return stats
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Running an application under libaccordo (shared with accordo.capture)
 
@@ -357,10 +322,10 @@ def run_jsonl_mode(
 ) -> JsonlModeRun[Record]:
     """Run ``cmd`` with libaccordo in ``mode`` ("trace", "time"; ``extra``: more ACCORDO_* variables), each
     CUDA process writing ``<mode>-<pid>.jsonl``, and read every completed file with ``read``. ``library``
-    defaults to ``accordo.build.native_library()``. Raises AppError when the program is missing, exits
+    defaults to ``profiler.build.native_library()``. Raises AppError when the program is missing, exits
     non-zero, is killed by a signal or times out (the whole process group is killed)."""
     if library is None:
-        from accordo.build import native_library
+        from profiler.build import native_library
 
         library = native_library()
     with tempfile.TemporaryDirectory(prefix=f"accordo-{mode}-") as tmp:
@@ -386,7 +351,7 @@ def run_traced(
     """Run ``cmd`` under the Accordo tracer and return its kernel launches and per-kernel statistics.
 
     ``env`` holds variables added to the current environment. ``library`` defaults to
-    ``accordo.build.native_library()``. Raises AppError when the program is missing, exits non-zero, is
+    ``profiler.build.native_library()``. Raises AppError when the program is missing, exits non-zero, is
     killed by a signal or times out (the whole process group is killed), and ProfileError when it ran
     but no trace was written or no kernel was seen.
     """

@@ -1,5 +1,5 @@
 """Nsight Compute's counter pass and the readers of its pages: how the counter pass ran until 2026-11-27
-(it now runs CUPTI inside the application, `intelliperf.gpu.cupti_counters`). Kept as the reference the
+(it now runs CUPTI inside the application, `intelliperf.gpu.nvidia.cupti_counters`). Kept as the reference the
 CUPTI pass is measured against (`benchmarks/counter_pass.py --against-ncu`, tests/test_gpu_counters.py) and
 to read the recordings made with it (`ReplayBackend`).
 

@@ -18,9 +18,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from formulas.base import Instruction, SourceRow, is_toolkit_file
+from formulas.base import is_toolkit_file
+from intelliperf.contract.profile import Instruction, SourceRow
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.ncu import csv_rows, parse_number
+from intelliperf.gpu.nvidia.ncu import csv_rows, parse_number
 
 __all__ = [
     "NO_LINE_INFO_MARKER",
@@ -80,7 +81,7 @@ def _instructions(
         ):
             address, sass = row[address_column], row[address_column + 1].strip()
             metrics = _numbers(header[first_metric:], row[first_metric:])
-            current[address] = Instruction(address=address, sass=sass, metrics=metrics)
+            current[address] = Instruction(address=address, assembly=sass, metrics=metrics)
     return kernels
 
 

@@ -1,5 +1,5 @@
-"""The AMD backend's one table: the formulas' quantities (formulas.quantities) from rocprofv3 counters,
-for CDNA GPUs (gfx90a, gfx942). NOT YET RUN ON AMD HARDWARE: the counter names are those rocprofv3's
+"""The AMD backend's one table: the formulas' quantities (intelliperf.contract.profile) from rocprofv3
+counters, for CDNA GPUs (gfx90a, gfx942). NOT YET RUN ON AMD HARDWARE: the counter names are those rocprofv3's
 counter definitions list for gfx90a and gfx942 (ROCm/rocprofiler-sdk counter_defs.yaml, the same in
 ROCm/rocm-systems), and the expressions are rocprof-compute's (ROCm/rocprofiler-compute 95b600ea,
 src/rocprof_compute_soc/analysis_configs/gfx942/*.yaml); both want checking on an MI300.
@@ -44,9 +44,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from formulas.quantities import Quantity
 from intelliperf.contract import DeviceInfo
-from intelliperf.gpu.rocprof import KernelResources
+from intelliperf.contract.profile import Quantity
+from intelliperf.gpu.amd.rocprof import KernelResources
 
 __all__ = ["COUNTER_GROUPS", "counters_for", "kernel_quantities", "launch_quantities", "supported"]
 

@@ -8,9 +8,9 @@ only once gets its SASS metrics in a second run that counts only those, on their
 of every module that holds a top kernel is saved and disassembled (`sass_listing`) for the instructions'
 text and source lines. Why not Nsight Compute: the same counters took 2.0-3.8 s for a 0.3-0.4 s
 application there, most of it ncu's own start, report and replay set-up
-(`python benchmarks/counter_pass.py --against-ncu`).
+(`python -m benchmarks.counter_pass --against-ncu`).
 
-File format: ``accordo/native/FORMAT.md`` (counters mode).
+File format: ``profiler/native/FORMAT.md`` (counters mode).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accordo.trace import accordo_messages, int_field, jsonl_text_records, run_jsonl_mode, triple_field
 from intelliperf.contract import RankedKernel
 from intelliperf.errors import ProfileError
+from profiler.trace import accordo_messages, int_field, jsonl_text_records, run_jsonl_mode, triple_field
 
 __all__ = [
     "COUNTERS_VERSION",
