@@ -551,7 +551,14 @@ elif command == "run":
 
 
 def run_device_record(
-    tmp_path: Path, parts: list[str], sleeps: dict[str, float], deadline: int, *, exit_code: int = 0
+    tmp_path: Path,
+    parts: list[str],
+    sleeps: dict[str, float],
+    deadline: int,
+    *,
+    exit_code: int = 0,
+    gpus: str = "3 5",
+    queues_per_gpu: str = "1",
 ) -> dict:
     checkout, out = tmp_path / "checkout", tmp_path / "out"
     (checkout / "benchmarks").mkdir(parents=True)
@@ -564,7 +571,8 @@ def run_device_record(
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "OUT": str(out),
         "DEVICE_SITE": str(tmp_path / "site"),
-        "RECORD_GPUS": "3 5",
+        "RECORD_GPUS": gpus,
+        "RECORD_QUEUES_PER_GPU": queues_per_gpu,
         "RECORD_DEADLINE_S": str(deadline),
         "PART_SLEEP": json.dumps(sleeps),
     }
@@ -589,6 +597,18 @@ def test_each_gpu_runs_its_parts_in_turn_and_the_gpus_side_by_side(tmp_path: Pat
     assert runs["c"]["began"] >= runs["a"]["ended"]  # one after another on GPU 3
     assert runs["b"]["began"] < runs["a"]["ended"]  # GPU 5 alongside
     assert "== c: ran c" in seen["stdout"]
+
+
+def test_several_queues_share_one_gpu(tmp_path: Path) -> None:
+    seen = run_device_record(
+        tmp_path, ["a", "b", "c", "d"], {"a": 1.5, "b": 1.5}, deadline=580, gpus="3", queues_per_gpu="3"
+    )
+    runs = seen["runs"]
+    assert {run["gpu"] for run in runs.values()} == {"3"}
+    assert runs["b"]["began"] < runs["a"]["ended"] and runs["c"]["began"] < runs["a"]["ended"]  # side by side
+    assert runs["d"]["began"] >= runs["a"]["ended"]  # the first queue's second part, after its first
+    bad = run_device_record(tmp_path / "bad", ["a"], {}, deadline=580, exit_code=2, queues_per_gpu="0")
+    assert "RECORD_QUEUES_PER_GPU must be a positive whole number" in bad["stderr"]
 
 
 def test_no_part_starts_with_less_than_a_minute_left_of_the_deadline(tmp_path: Path) -> None:
