@@ -21,6 +21,7 @@ from intelliperf.contract.report import (
     ValidationResult,
 )
 from intelliperf.summary import render_summary
+from tests.support.reports import make_diagnosis
 
 KERNEL = "_Z9transposePfPKfii"
 DEMANGLED = "transpose(float*, float const*, int, int)"
@@ -88,13 +89,10 @@ def diagnosis() -> Diagnosis:
         SourceLine(line=42, text="    tile[threadIdx.x][threadIdx.y] = in[y * n + x];", hot=True),
         SourceLine(line=43, text="    __syncthreads();"),
     ]
-    return Diagnosis(
-        kernel=KERNEL,
-        formula="bankConflict",
-        present=True,
-        severity="high",
-        estimated_saving_ns=600_000,
-        estimated_saving_fraction=0.48,
+    return make_diagnosis(
+        KERNEL,
+        saving_ns=600_000,
+        saving_fraction=0.48,
         summary="32-way bank conflicts on shared stores",
         reasoning="wavefronts per request 32.0 > 1.5",
         locations=[SourceLocation(file="src/transpose.cu", line=42, share=0.97, code=code)],

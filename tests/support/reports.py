@@ -21,11 +21,12 @@ def make_diagnosis(
     saving_fraction: float = 0.5,
     summary: str = "s",
     reasoning: str = "r",
-    locations: Sequence[tuple[str, int]] = (),
+    locations: Sequence[tuple[str, int] | SourceLocation] = (),
     severity: str | None = None,
+    metrics: dict[str, float] | None = None,
 ) -> Diagnosis:
     """A formula's verdict on ``kernel``: severity "high" when present, "none" when not (unless given);
-    ``locations`` as (file, line), each carrying half of the excess."""
+    ``locations`` as (file, line), each carrying half of the excess, or as the SourceLocation itself."""
     return Diagnosis(
         kernel=kernel,
         formula=formula,
@@ -35,7 +36,13 @@ def make_diagnosis(
         estimated_saving_fraction=saving_fraction,
         summary=summary,
         reasoning=reasoning,
-        locations=[SourceLocation(file=file, line=line, share=0.5) for file, line in locations],
+        metrics=metrics or {},
+        locations=[
+            place
+            if isinstance(place, SourceLocation)
+            else SourceLocation(file=place[0], line=place[1], share=0.5)
+            for place in locations
+        ],
     )
 
 

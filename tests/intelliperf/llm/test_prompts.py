@@ -3,7 +3,7 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from intelliperf.contract import Diagnosis, LlmSettings
+from intelliperf.contract import LlmSettings
 from intelliperf.contract.report import Attempt, DeviceInfo, SourceLocation, Speedup, ValidationResult
 from intelliperf.llm.client import make_lm
 from intelliperf.llm.prompts import (
@@ -13,6 +13,7 @@ from intelliperf.llm.prompts import (
     render_source,
     signature_for,
 )
+from tests.support.reports import make_diagnosis
 from tests.support.scripted_llm import ScriptedLLM, dspy_reply
 
 NVCC_OUTPUT = """transpose.cu(42): error: identifier "tile2" is undefined
@@ -24,13 +25,9 @@ transpose.cu(50): warning #177-D: variable "k" was declared but never referenced
 1 error detected in the compilation of "transpose.cu".
 """
 
-DIAGNOSIS = Diagnosis(
-    kernel="transpose_tiled",
-    formula="bankConflict",
-    present=True,
-    severity="high",
-    estimated_saving_ns=5000.0,
-    estimated_saving_fraction=0.5,
+DIAGNOSIS = make_diagnosis(
+    "transpose_tiled",
+    saving_ns=5000.0,
     summary="97% of shared wavefronts are excess",
     reasoning="excess share 0.97 >= 0.20",
     metrics={"excess_share": 0.97},
