@@ -2,7 +2,7 @@
 
 Per example: the plain run; Nsight Compute's floor (the application under ncu with the counter pass's
 section folder and a kernel filter that matches nothing: ncu's start-up and injection, no replay); the
-profiling run exactly as the counter pass issues it (`intelliperf.gpu.nvidia.ncu.profile_command`: the
+profiling run exactly as the counter pass issues it (`benchmarks.ncu.pages.profile_command`: the
 formulas' metrics, our source section, the source page printed into the log); the raw page as the counter pass
 reads it (`read_raw_page`: ncu's report reader, only the pass's metrics and the device's facts) and, for
 comparison, as the reader reads every metric and as ncu exports it; and the
@@ -58,14 +58,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks.common import device_name, plain_wall
-from formulas.selection import formulas_for, metrics_for
-from intelliperf.contract.profile import Quantity
-from intelliperf.engine.diagnose import targets_of
-from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.nvidia.backend import NvidiaBackend
-from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, parse_counters
-from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.nvidia.ncu import (
+from benchmarks.ncu.pages import (
     EXPORTS,
     LOG_FILE,
     RAW_PAGE,
@@ -78,8 +71,16 @@ from intelliperf.gpu.nvidia.ncu import (
     profile_command,
     read_raw_page,
 )
-from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
-from intelliperf.gpu.nvidia.profiles import DEVICE_METRICS, counted_metrics
+from benchmarks.ncu.profiles import DEVICE_METRICS
+from benchmarks.ncu.source import COLUMNS, instructions_from_cuda_sass
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Quantity
+from intelliperf.engine.diagnose import targets_of
+from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.nvidia.backend import NvidiaBackend
+from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, parse_counters
+from intelliperf.gpu.nvidia.metrics import kernel_metrics
+from intelliperf.gpu.nvidia.profiles import counted_metrics
 from profiler.trace import run_traced
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +136,7 @@ def replay_passes(profile: list[str], cwd: Path) -> list[int]:
 def counter_pass_inputs(argv: list[str], cwd: Path) -> tuple[list[str], list[str]]:
     """The kernels the counter pass profiles (one traced run) and the ncu metrics it asks for, on sm_90."""
     names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)]
-    return names, ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+    return names, kernel_metrics(metrics_for(formulas_for("auto")), "sm_90")
 
 
 def measure(example: str, binary: str, repeats: int, record: Path | None) -> dict[str, object]:
@@ -272,7 +273,7 @@ def subunit_underread(pages: Sequence[Path]) -> dict[str, dict[str, object]]:
     on which kernel, and on how many kernels by more than one point."""
     found: dict[str, dict[str, object]] = {}
     for quantity in (Quantity.L2_BUSY_PCT, Quantity.L1_BUSY_PCT):
-        units = ncu_metrics([quantity], "sm_90")
+        units = kernel_metrics([quantity], "sm_90")
         kernels = [
             (f"{page.parent.relative_to(RECORDED)}: {k.name}", [k.metrics[u] for u in units])
             for page in pages
@@ -304,7 +305,9 @@ def pass_budget(repeats: int) -> dict[str, object]:
             return max(replay_passes(command + argv, cwd))
 
         full = passes(metrics)
-        subunits = ncu_metrics([Quantity.DRAM_BUSY_PCT, Quantity.L2_BUSY_PCT, Quantity.L1_BUSY_PCT], "sm_90")
+        subunits = kernel_metrics(
+            [Quantity.DRAM_BUSY_PCT, Quantity.L2_BUSY_PCT, Quantity.L1_BUSY_PCT], "sm_90"
+        )
         in_order = metrics_past_budget(metrics, lambda chosen: passes(chosen) < full)
         subunits_first = [*subunits, *(m for m in metrics if m not in subunits)]
         with_subunits = metrics_past_budget(subunits_first, lambda chosen: passes(chosen) < full)
@@ -407,7 +410,7 @@ def against_ncu(example: str, binary: str, repeats: int) -> dict[str, object]:
     argv = [f"./{binary}"]
     kernels = targets_of(rank_kernels(run_traced(argv, cwd=cwd, timeout_s=300).stats), 10)
     wanted = metrics_for(formulas_for("auto"))
-    metrics = ncu_metrics(wanted, "sm_90")
+    metrics = kernel_metrics(wanted, "sm_90")
     plain, cupti, ncu = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         report, log = Path(tmp) / "profile.ncu-rep", Path(tmp) / "ncu.log"

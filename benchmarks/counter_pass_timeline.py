@@ -32,8 +32,8 @@ from benchmarks.counter_pass import (
     kernel_level_command,
     timed,
 )
-from intelliperf.gpu.nvidia.ncu import profile_command, report_reader_dir
-from intelliperf.gpu.nvidia.profiles import DEVICE_METRICS
+from benchmarks.ncu.pages import profile_command, report_reader_dir
+from benchmarks.ncu.profiles import DEVICE_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

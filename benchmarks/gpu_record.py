@@ -82,7 +82,9 @@ ACCORDO = (
     "tests/accordo/*.cu",
     "tests/accordo/*.cpp",
 )
-GPU_BACKEND = ("intelliperf/gpu/**/*.py", "intelliperf/gpu/nvidia/ncu_sections/*")
+GPU_BACKEND = ("intelliperf/gpu/**/*.py",)
+# Nsight Compute, the reference the CUPTI counter pass is compared with: its pass, readers and section
+NCU = ("benchmarks/ncu/**/*",)
 # the parts of the engine that profile, run candidates on the GPU and judge them, and its one entry point
 ENGINE = (
     "intelliperf/engine/entry.py",
@@ -164,7 +166,7 @@ PARTS: tuple[Part, ...] = (
     Part(
         "counters",
         ("tests/test_gpu_counters.py", "tests/test_gpu_ncu_pages.py"),
-        (*PROFILER, *GPU_BACKEND, *EXAMPLES, "benchmarks/counter_pass.py"),
+        (*PROFILER, *GPU_BACKEND, *NCU, *EXAMPLES, "benchmarks/counter_pass.py"),
     ),
     Part("proton", ("tests/test_gpu_proton.py",), (*GPU_BACKEND, "examples/triton_*/*")),
     Part(

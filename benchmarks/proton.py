@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import device_name
+from benchmarks.ncu.pages import export_page, parse_raw_csv
 from benchmarks.proton_shares import (
     function_span,
     region_spans,
@@ -44,7 +45,6 @@ from benchmarks.proton_shares import (
     sampled_lines,
     share_errors,
 )
-from intelliperf.gpu.nvidia.ncu import export_page, parse_raw_csv
 from intelliperf.gpu.proton import HATCHET, META, RUNNER, read_profile, scope_metrics
 
 ROOT = Path(__file__).resolve().parents[1]

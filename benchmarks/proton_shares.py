@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.ncu.source import instructions_from_cuda_sass, parse_cuda_sass_view
 from formulas.base import is_toolkit_file
-from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass, parse_cuda_sass_view
 from intelliperf.gpu.proton_runner import instrument
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,9 @@ Nsight Compute has no rule for this; ours rests on two measurements.
   reduction and for an 8-bin histogram on an H200). Present needs max/avg >= 8: atomics
   concentrated on at most an eighth of the slices.
 - Cost. Same-address atomics are served one after another; the hot slice's atomic count times
-  the measured service time (specs.py) is time the kernel cannot beat. Its share of the kernel's
-  time, times (1 - 1/concentration), is the saving if the atomics were spread or reduced first.
+  the measured service time (intelliperf.contract.gpu_facts) is time the kernel cannot beat. Its
+  share of the kernel's time, times (1 - 1/concentration), is the saving if the atomics were spread or
+  reduced first.
   Present needs a saving of at least 15%: a few hundred atomics at the end of a block
   reduction (the fixed examples: 6% and 10%) are the cure, not the disease.
 
@@ -30,8 +31,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula
-from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.gpu_facts import facts_for
 from intelliperf.contract.profile import Column, KernelProfile, Kind, Quantity, SourceRow
 
 MIN_CONCENTRATION = 8.0

@@ -39,7 +39,11 @@ class BankConflict(ExcessShareFormula):
         Quantity.SHARED_ACCESS_UNITS,
         Quantity.SHARED_ACCESS_UNITS_IDEAL,
         Quantity.SHARED_ACCESS_UNITS_EXCESS,
+        Quantity.ISSUE_BUSY_PCT,
     )
+    untouched = ("DRAM", "L2 cache")
+    """Shared-memory traffic never reaches L2 or DRAM (L1 is not among them: it carries the wavefronts)."""
+    units = untouched
 
     def utilization(self, kernel: KernelProfile) -> tuple[float, str]:
         return kernel.metric(Quantity.SHARED_PIPE_BUSY_PCT) / 100.0, "shared-memory pipe"

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from formulas.specs import UnknownArchitectureError
 from intelliperf.contract import Diagnosis, Severity, SourceLocation
+from intelliperf.contract.gpu_facts import UnknownArchitectureError
 from intelliperf.contract.profile import KernelProfile, MissingMetricError, Quantity, SourceRow
 
 __all__ = ["Formula", "is_toolkit_file", "severity_for"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula
-from formulas.specs import facts_for
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.gpu_facts import facts_for
 from intelliperf.contract.profile import Column, KernelProfile, Quantity, SourceRow
 
 EXECUTED = Column.EXECUTED

@@ -35,6 +35,7 @@ class MemoryAccess(ExcessShareFormula):
         Quantity.GLOBAL_SECTORS,
         Quantity.GLOBAL_SECTORS_IDEAL,
         Quantity.GLOBAL_SECTORS_EXCESS,
+        Quantity.ISSUE_BUSY_PCT,
     )
     units = UNITS
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from formulas.base import Formula
-from formulas.specs import facts_for
 from formulas.throughput import UNITS, busiest_unit
 from intelliperf.contract import Diagnosis
+from intelliperf.contract.gpu_facts import facts_for
 from intelliperf.contract.profile import Column, KernelProfile, Kind, Quantity, SourceRow
 
 LOCAL_LD = Quantity.LOCAL_BYTES_LOADED

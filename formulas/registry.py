@@ -39,6 +39,7 @@ BUILTIN_MODULES = (
     "formulas.register_pressure",
     "formulas.branch_divergence",
     "formulas.memory_locality",
+    "formulas.occupancy",
 )
 META_FORMULAS = ("auto", "diagnoseOnly")
 ENTRY_POINT_GROUP = "intelliperf.formulas"

@@ -17,6 +17,9 @@ RECORDED = ROOT / "tests" / "fixtures" / "gpu"
 EXAMPLES = ROOT / "examples"
 MANIFEST = json.loads((EXAMPLES / "examples.json").read_text())
 BY_NAME = {example["name"]: example for example in MANIFEST}
+RECORDED_EXAMPLES = [e for e in MANIFEST if (RECORDED / e["name"] / "original" / "trace.jsonl").is_file()]
+"""The examples recorded on the GPU machine; an example added since has none until `benchmarks/diagnose.py
+--record` runs there (tests/formulas/test_recorded_examples.py says which)."""
 
 
 def is_main(kernel: RankedKernel, example: dict) -> bool:

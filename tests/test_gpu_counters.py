@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.counter_pass import WORK_COUNTS
+from benchmarks.ncu.pages import parse_raw_csv, profile_command, read_raw_page
+from benchmarks.ncu.source import COLUMNS, instructions_from_cuda_sass
 from formulas.selection import formulas_for, metrics_for
 from intelliperf.contract.profile import Column, Quantity
 from intelliperf.gpu.backend import rank_kernels
 from intelliperf.gpu.nvidia.backend import NvidiaBackend
 from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock, parse_counters
-from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.nvidia.ncu import parse_raw_csv, profile_command, read_raw_page
-from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
+from intelliperf.gpu.nvidia.metrics import kernel_metrics
 from intelliperf.gpu.nvidia.profiles import counted_metrics
 from intelliperf.gpu.replay import ReplayBackend
 
@@ -42,7 +42,7 @@ def every_kernel(folder: Path, app: str, backend: NvidiaBackend | None = None) -
 
 def ncu_pages(folder: Path, app: str, kernels: list, tmp: Path) -> tuple[dict, dict]:
     """Nsight Compute's raw page and per-instruction columns of the same kernels' first launches."""
-    metrics = ncu_metrics(METRICS, "sm_90")
+    metrics = kernel_metrics(METRICS, "sm_90")
     report, log = tmp / "p.ncu-rep", tmp / "ncu.log"
     command = profile_command(
         "ncu", [app], kernel_names=[k.name for k in kernels], metrics=metrics, report=report, log=log

@@ -1,4 +1,4 @@
-"""On the GPU: the counter pass's pages from one real report, as the product reads them.
+"""On the GPU: the ncu counter pass's pages from one real report, as benchmarks/ncu reads them.
 
 The raw page read with ncu's report reader agrees with ncu's own export of the same report (and read for
 only the counter pass's metrics, with the values of the full read), and the source
@@ -15,13 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from formulas.selection import formulas_for, metrics_for
-from intelliperf.contract.profile import Column
-from intelliperf.engine.diagnose import targets_of
-from intelliperf.gpu.backend import rank_kernels
-from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock
-from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.nvidia.ncu import (
+from benchmarks.ncu.pages import (
     EXPORTS,
     RAW_PAGE,
     export_page,
@@ -30,8 +24,14 @@ from intelliperf.gpu.nvidia.ncu import (
     report_reader_dir,
     run_ncu,
 )
-from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
-from intelliperf.gpu.nvidia.profiles import DEVICE_METRICS
+from benchmarks.ncu.profiles import DEVICE_METRICS
+from benchmarks.ncu.source import COLUMNS, parse_cuda_sass_view
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Column
+from intelliperf.engine.diagnose import targets_of
+from intelliperf.gpu.backend import rank_kernels
+from intelliperf.gpu.nvidia.cupti_counters import counter_pass_lock
+from intelliperf.gpu.nvidia.metrics import kernel_metrics
 from profiler.trace import run_traced
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +52,7 @@ def test_pages_of_one_report(tmp_path: Path) -> None:
     argv = ["./bin/tile_sums"]
     names = [k.name for k in targets_of(rank_kernels(run_traced(argv, cwd=EXAMPLE, timeout_s=300).stats), 10)]
     assert len(names) >= 8
-    metrics = ncu_metrics(metrics_for(formulas_for("auto")), "sm_90")
+    metrics = kernel_metrics(metrics_for(formulas_for("auto")), "sm_90")
     with counter_pass_lock():  # ncu and the counter passes of tests running beside this one take turns
         run = run_ncu(
             "ncu",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """triton_bins: per-bin sums of 16M float values with 8 bins, in Triton.
 
-Fixed: each program sums 128 blocks of 512 per bin in registers first and issues 8 atomics, one per bin.
+Fixed: each program sums 16 blocks of 512 per bin in registers first and issues 8 atomics, one per bin.
 Usage: ./triton_bins_fixed.py [iterations]
 """
 
@@ -14,7 +14,7 @@ import triton.language as tl
 N = 1 << 24
 BINS = 8
 BLOCK = 512
-TILES = 128
+TILES = 16
 
 
 @triton.jit

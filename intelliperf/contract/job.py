@@ -29,10 +29,10 @@ FormulaName = Annotated[
     Field(
         pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
         description="A registered formula (bankConflict, atomicContention, memoryAccess, registerPressure, "
-        "branchDivergence, memoryLocality, or one from a plugin), 'auto' (pick the largest estimated "
-        "saving) or 'diagnoseOnly' (report all, optimize nothing). The contract checks the name's form; "
-        "whether a formula of that name is installed is checked where a spec is made (the CLI, the Action, "
-        "the API, the engine: formulas.registry.formula_problems).",
+        "branchDivergence, memoryLocality, occupancy, or one from a plugin), 'auto' (pick the largest "
+        "estimated saving) or 'diagnoseOnly' (report all, optimize nothing). The contract checks the "
+        "name's form; whether a formula of that name is installed is checked where a spec is made (the "
+        "CLI, the Action, the API, the engine: formulas.registry.formula_problems).",
     ),
 ]
 

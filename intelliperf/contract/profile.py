@@ -47,6 +47,10 @@ class Quantity(StrEnum):
     """Blocks (workgroups) in the launch."""
     BLOCK_SIZE = "block_size"
     """Threads (work-items) per block."""
+    SM_COUNT = "sm_count"
+    """Multiprocessors (compute units) of the device the kernel ran on."""
+    SHARED_BYTES_PER_BLOCK = "shared_bytes_per_block"
+    """Shared memory (LDS) one block declares, static and dynamic."""
 
     DRAM_BUSY_PCT = "dram_busy_pct"
     L2_BUSY_PCT = "l2_busy_pct"

@@ -11,6 +11,7 @@ from formulas.base import Formula
 from formulas.selection import formulas_for, metrics_for, select
 from intelliperf import __version__
 from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, Report
+from intelliperf.contract.kernel_names import canonical_signature
 from intelliperf.contract.profile import KernelProfile
 from intelliperf.engine.build import run_build
 from intelliperf.engine.kernel_source import at_kernel_definition
@@ -18,7 +19,6 @@ from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
-from intelliperf.gpu.nvidia.kernel_names import canonical_signature
 from intelliperf.process import is_python_command
 from intelliperf.settings import get_settings
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from intelliperf.contract import Diagnosis, SourceLine, SourceLocation
-from intelliperf.gpu.nvidia.kernel_names import function_name
+from intelliperf.contract.kernel_names import function_name
 
 __all__ = ["SOURCE_SUFFIXES", "at_kernel_definition", "find_kernel"]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from accordo.speedup import interleaved_speedup, measure_speedup
 from accordo.validate import ValidationOptions
 from intelliperf.contract import RankedKernel, Speedup, ValidationResult
+from intelliperf.contract.kernel_names import function_name
 from intelliperf.engine.output_files import compare_file, disagree, snapshot
 from intelliperf.errors import ProfileError, SpecError, tail
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
-from intelliperf.gpu.nvidia.kernel_names import function_name
 from intelliperf.process import describe_exit, run_process
 from profiler.trace import run_traced
 

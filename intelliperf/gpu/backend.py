@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from intelliperf.contract import DeviceInfo, IntraKernelProfile, RankedKernel
+from intelliperf.contract.kernel_names import is_library_kernel
 from intelliperf.contract.profile import KernelProfile, KernelStats, Quantity
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.kernel_names import is_library_kernel
 
 __all__ = ["GpuBackend", "TimingPass", "rank_kernels"]
 

@@ -1,9 +1,9 @@
 """A backend that answers from a profile recorded on a GPU machine (see NvidiaBackend(record=...)).
 
-Two recordings are read: the CUPTI counter pass's (``counters-<n>.jsonl`` and each cubin's disassembly
-``sass-<crc>.txt``, recorded since 2026-11-27) and, from before, Nsight Compute's pages (``raw.csv``,
-``source_cuda_sass.csv`` and, where a kernel had no line info, ``source_sass.csv``). A folder with counters
-files is read as the former.
+One recording is read: the timing pass's ``trace.jsonl`` with the CUPTI counter pass's counters files
+(``counters-<n>.jsonl``) and each cubin's disassembly (``sass-<crc>.txt``). Recordings made before
+2026-11-27 with Nsight Compute's pages instead (``raw.csv``, ``source_cuda_sass.csv``) are refused; their
+reader is the reference in benchmarks/ncu.
 """
 
 from __future__ import annotations
@@ -18,13 +18,7 @@ from intelliperf.contract.profile import KernelProfile, Quantity
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.backend import GpuBackend, TimingPass
 from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, counter_notes, parse_counters
-from intelliperf.gpu.nvidia.ncu import LOG_FILE, RAW_PAGE, SASS_PAGE
-from intelliperf.gpu.nvidia.profiles import (
-    build_profiles,
-    device_from_counters,
-    device_from_raw,
-    profiles_from_counters,
-)
+from intelliperf.gpu.nvidia.profiles import device_from_counters, profiles_from_counters
 from intelliperf.gpu.nvidia.sass_listing import parse_listing
 from intelliperf.gpu.proton import HATCHET, META, read_profile
 from profiler.trace import read_trace, summarize
@@ -32,13 +26,14 @@ from profiler.trace import read_trace, summarize
 __all__ = ["ReplayBackend"]
 
 TRACE = "trace.jsonl"
-NCU_PAGES = (RAW_PAGE, LOG_FILE)
+COUNTERS = "counters-*.jsonl"
+OLD_PAGES = ("raw.csv", "source_cuda_sass.csv")
+"""Nsight Compute's pages, which recordings made before 2026-11-27 hold instead of counters files."""
 _LISTING = re.compile(r"^sass-(\d+)\.txt$")
 
 
 class ReplayBackend(GpuBackend):
-    """Serves a recorded folder: trace.jsonl and device.json with the CUPTI counters or Nsight Compute's
-    pages (see the module doc).
+    """Serves a recorded folder: trace.jsonl and device.json with the CUPTI counters (see the module doc).
 
     Source files named in the recording are looked up under the project directory the engine
     passes as `cwd`, so localization shows the project's own code.
@@ -48,24 +43,14 @@ class ReplayBackend(GpuBackend):
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.counters_files = sorted(folder.glob("counters-*.jsonl"), key=_number)
-        pages = [] if self.counters_files else list(NCU_PAGES)
-        has_trace = (folder / TRACE).is_file()
-        legacy = bool(pages) and all((folder / name).is_file() for name in pages)
-        if not has_trace or not (self.counters_files or legacy):
-            missing = [TRACE] if not has_trace else []
-            if not (self.counters_files or legacy):
-                missing.append("counters-*.jsonl")
-            raise ProfileError(
-                f"{folder} is not a recorded profile: it has no {' and no '.join(missing)} (a recording "
-                "holds the timing pass's trace.jsonl and the counter pass's counters-*.jsonl)"
-            )
-        self.profiler = "CUPTI" if self.counters_files else "Nsight Compute"  # type: ignore[misc]
+        self.counters_files = sorted(folder.glob(COUNTERS), key=_number)
+        missing = [TRACE] if not (folder / TRACE).is_file() else []
+        if not self.counters_files:
+            missing.append(COUNTERS)
+        if missing:
+            raise ProfileError(_not_a_recording(folder, missing))
         self._records: CounterRecords | None = None
         self._notes: list[str] = []
-
-    def _text(self, name: str) -> str:
-        return (self.folder / name).read_text()
 
     def _counters(self) -> CounterRecords:
         if self._records is None:
@@ -79,9 +64,7 @@ class ReplayBackend(GpuBackend):
             if device_file.is_file()
             else DeviceInfo(name="recorded", arch="sm_90")
         )
-        if self.counters_files:
-            return device_from_counters(self._counters(), base)
-        return device_from_raw(self._text(RAW_PAGE), base)
+        return device_from_counters(self._counters(), base)
 
     def take_notes(self) -> list[str]:
         notes, self._notes = self._notes, []
@@ -101,15 +84,6 @@ class ReplayBackend(GpuBackend):
         timeout_s: float,
     ) -> dict[str, KernelProfile]:
         arch = self.device().arch
-        if not self.counters_files:
-            return build_profiles(
-                self._text(RAW_PAGE),
-                self._text(LOG_FILE),
-                self._text(SASS_PAGE) if (self.folder / SASS_PAGE).is_file() else None,
-                kernels,
-                arch=arch,
-                resolve=cwd,
-            )
         records = self._counters()
         listings = {
             int(match.group(1)): parse_listing(path.read_text())
@@ -129,6 +103,22 @@ class ReplayBackend(GpuBackend):
         if profile.kernel != kernel.name:
             raise ProfileError(f"the recorded Proton profile is of {profile.kernel}, not {kernel.name}")
         return profile
+
+
+def _not_a_recording(folder: Path, missing: list[str]) -> str:
+    """Why ``folder`` is refused: what it lacks and, without counters files, that it is no CUPTI recording
+    (naming Nsight Compute's pages where it holds them)."""
+    reason = f"{folder} is not a recorded profile: it has no {' and no '.join(missing)}"
+    holds = f"a recording holds the timing pass's {TRACE} and the CUPTI counter pass's {COUNTERS}"
+    if COUNTERS not in missing:
+        return f"{reason} ({holds})"
+    old_pages = [name for name in OLD_PAGES if (folder / name).is_file()]
+    if old_pages:
+        return (
+            f"{reason}, so it is not a CUPTI recording: it holds Nsight Compute's {' and '.join(old_pages)}, "
+            f"and Nsight Compute recordings are no longer read ({holds})"
+        )
+    return f"{reason}, so it is not a CUPTI recording ({holds}; Nsight Compute recordings are no longer read)"
 
 
 def _number(path: Path) -> int:

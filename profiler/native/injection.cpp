@@ -13,27 +13,35 @@
 
 namespace {
 
+// One lifecycle for every native mode: `start` once the configuration is read (false: set-up failed and
+// the application runs untouched), `finish` from the exit handler, to write what was gathered.
+struct Lifecycle {
+  bool (*start)(const accordo::Config&);
+  void (*finish)();
+};
+
+Lifecycle lifecycle_of(accordo::Mode mode) {
+  switch (mode) {
+    case accordo::Mode::Capture:
+      return {accordo::capture_start, accordo::capture_finish};
+    case accordo::Mode::Time:
+      return {accordo::timer_start, accordo::timer_finish};
+    case accordo::Mode::Counters:
+      return {accordo::counters_start, accordo::counters_finish};
+    case accordo::Mode::Trace:
+      break;
+  }
+  return {accordo::trace_start, accordo::trace_finish};
+}
+
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_finished{false};
-accordo::Mode g_mode = accordo::Mode::Trace;
+void (*g_finish)() = nullptr;
 
 void finish_at_exit() {
-  if (g_finished.exchange(true)) return;
+  if (g_finished.exchange(true) || g_finish == nullptr) return;
   try {
-    switch (g_mode) {
-      case accordo::Mode::Capture:
-        accordo::capture_finish();
-        break;
-      case accordo::Mode::Time:
-        accordo::timer_finish();
-        break;
-      case accordo::Mode::Trace:
-        accordo::trace_finish();
-        break;
-      case accordo::Mode::Counters:
-        accordo::counters_finish();
-        break;
-    }
+    g_finish();
   } catch (const std::exception& e) {
     accordo::log_error("writing the results failed: %s", e.what());
   } catch (...) {
@@ -48,26 +56,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   try {
     accordo::Config config;
     if (!accordo::load_config(config)) return 1;  // already explained on stderr; the app runs untouched
-    g_mode = config.mode;
-    bool started = false;
-    switch (config.mode) {
-      case accordo::Mode::Capture:
-        started = accordo::capture_start(config);
-        break;
-      case accordo::Mode::Time:
-        started = accordo::timer_start(config);
-        break;
-      case accordo::Mode::Trace:
-        started = accordo::trace_start(config);
-        break;
-      case accordo::Mode::Counters:
-        started = accordo::counters_start(config);
-        break;
-    }
-    if (!started) {
+    const Lifecycle mode = lifecycle_of(config.mode);
+    if (!mode.start(config)) {
       accordo::log_error("setup failed; the application runs without Accordo");
       return 1;
     }
+    g_finish = mode.finish;
     if (std::atexit(finish_at_exit) != 0) accordo::log_error("cannot register the exit handler");
   } catch (const std::exception& e) {
     accordo::log_error("initialization failed: %s", e.what());

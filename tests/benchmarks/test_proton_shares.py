@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ncu.source import instructions_from_cuda_sass
 from benchmarks.proton import SAME_LAUNCH_PAGE, SAME_LAUNCH_RAW, resident_warp_cycles
 from benchmarks.proton_shares import (
     CLOCK_READ,
@@ -24,7 +25,6 @@ from benchmarks.proton_shares import (
     share_errors,
 )
 from formulas.base import is_toolkit_file
-from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
 from intelliperf.gpu.proton import HATCHET, META, scope_metrics
 from tests.recorded import BY_NAME, EXAMPLES, RECORDED, ROOT
 

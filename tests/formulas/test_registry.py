@@ -22,6 +22,7 @@ def test_builtin_formulas_registered() -> None:
         "registerPressure",
         "branchDivergence",
         "memoryLocality",
+        "occupancy",
     }
     assert get("bankConflict")().title == "Shared-memory bank conflicts"
     with pytest.raises(SpecError, match=r"unknown formula 'bank'.*bankConflict"):

@@ -23,7 +23,7 @@ from functools import cache
 
 import pytest
 
-from formulas import atomic_contention, branch_divergence, memory_locality, register_pressure
+from formulas import atomic_contention, branch_divergence, memory_locality, occupancy, register_pressure
 from formulas.atomic_contention import AtomicContention
 from formulas.bank_conflict import BankConflict
 from formulas.base import Formula
@@ -31,9 +31,10 @@ from formulas.branch_divergence import BranchDivergence
 from formulas.excess import ExcessShareFormula
 from formulas.memory_access import MemoryAccess
 from formulas.memory_locality import MemoryLocality
+from formulas.occupancy import Occupancy
 from formulas.register_pressure import RegisterPressure
-from formulas.specs import facts_for
 from formulas.throughput import UNIT_QUANTITIES, UNITS, busiest_unit
+from intelliperf.contract.gpu_facts import facts_for
 from intelliperf.contract.profile import KernelProfile, Quantity
 from tests.recorded import main_profile
 
@@ -66,7 +67,12 @@ def excess_share(formula: ExcessShareFormula) -> Callable[[KernelProfile], float
 
 
 def excess_saving(formula: ExcessShareFormula) -> Callable[[KernelProfile], float]:
-    return lambda p: min(1.0, excess_share(formula)(p) * formula.utilization(p)[0])
+    def saving(p: KernelProfile) -> float:
+        estimate = min(1.0, excess_share(formula)(p) * formula.utilization(p)[0])
+        floor = formula.untouched_busy(p)
+        return estimate if floor is None or 1.0 - floor[0] >= estimate else max(0.0, 1.0 - floor[0])
+
+    return saving
 
 
 def active_share(p: KernelProfile) -> float:
@@ -99,6 +105,10 @@ def local_share(p: KernelProfile) -> float:
 def spill_saving(p: KernelProfile) -> float:
     busy, _ = busiest_unit(p, RegisterPressure.units)
     return min(1.0, local_share(p) * busy)
+
+
+def achieved_occupancy(p: KernelProfile) -> float:
+    return p.metric(Quantity.ACHIEVED_OCCUPANCY_PCT) / 100.0
 
 
 @dataclass(frozen=True)
@@ -237,6 +247,17 @@ EDGES = [
         "triton_spill",
         UNIT_BUSY,
         spill_saving,
+    ),
+    Edge(  # a maximum: present below it, absent at it
+        "occupancy.MAX_OCCUPANCY (achieved)",
+        occupancy.MAX_OCCUPANCY,
+        0.25,
+        Occupancy(),
+        "triton_spill",
+        (Quantity.ACHIEVED_OCCUPANCY_PCT,),
+        achieved_occupancy,
+        at=False,
+        short=True,
     ),
     # severity_for's cut-offs, held on a formula whose own minimum saving (5%) lies below both.
     *(

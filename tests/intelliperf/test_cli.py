@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -202,17 +203,14 @@ def test_user_tree_is_untouched_without_in_place(tmp_path: Path) -> None:
 
 
 def test_no_line_info_is_exit_8_when_no_kernel_has_lines(tmp_path: Path) -> None:
-    """A recording whose source structure is emptied, as ncu leaves it for a binary without -lineinfo
-    (it then prints only 'No lineinfo available ...' warnings for the CUDA view)."""
+    """A recording whose listings lack nvdisasm's line comments, as a cubin built without -lineinfo gives
+    them."""
     recording = tmp_path / "noline"
-    recording.mkdir()
-    for name in ("trace.jsonl", "raw.csv", "device.json"):
-        (recording / name).write_bytes((RECORDED / "transpose_bank" / "original" / name).read_bytes())
-    sass_page = RECORDED / "source_views" / "transpose_bank" / "source_sass.csv"
-    (recording / "source_sass.csv").write_bytes(sass_page.read_bytes())
-    (recording / "source_cuda_sass.csv").write_text(
-        "==WARNING== No lineinfo available to show CUDA-C source related to 'transpose_tiled'.\n"
-    )
+    shutil.copytree(RECORDED / "transpose_bank" / "original", recording)
+    for listing in recording.glob("sass-*.txt"):
+        listing.write_text(
+            "\n".join(line for line in listing.read_text().splitlines() if "//## File" not in line)
+        )
     result = intelliperf(
         "run", "--replay", str(recording), "-p", str(EXAMPLES / "transpose_bank"), "--", "./a"
     )

@@ -1,6 +1,7 @@
 """What the product's packages may import: the test doubles in tests/support (a scripted LLM, a fake
 GitHub, throwaway databases) serve tests and benchmarks only and do not ship in the package; what jobs
-run, replayed loops included, lives in the product's own modules."""
+run, replayed loops included, lives in the product's own modules; Nsight Compute's pass and readers
+(benchmarks/ncu) are a reference outside the product."""
 
 from __future__ import annotations
 
@@ -52,6 +53,54 @@ def test_the_check_sees_an_import_of_the_test_doubles(tmp_path: Path) -> None:
     assert imports_tests(module)
     module.write_text("import testsuite\n")
     assert not imports_tests(module)
+
+
+NCU_NAME = re.compile(r"(?:^|_)ncu(?:_|$)")
+"""A module name part that names Nsight Compute (`ncu`, `ncu_source`, `ncu_report`), not `concurrent`."""
+
+
+def names_ncu(module: str) -> bool:
+    return any(NCU_NAME.search(part) for part in module.split("."))
+
+
+def benchmark_or_ncu_imports(path: Path) -> list[str]:
+    return sorted(
+        name
+        for name in imported_modules(path)
+        if name == "benchmarks" or name.startswith("benchmarks.") or names_ncu(name)
+    )
+
+
+def test_no_product_module_imports_benchmarks_or_nsight_compute() -> None:
+    """Nsight Compute, the counter pass until 2026-11-27, lives in benchmarks/ncu as the CUPTI pass's
+    reference; the product neither imports it nor has a module named for it."""
+    offenders = [
+        (str(path.relative_to(ROOT)), imported)
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (imported := benchmark_or_ncu_imports(path))
+    ]
+    assert offenders == []
+    named = [
+        str(path.relative_to(ROOT))
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*"))
+        if names_ncu(path.stem) and "__pycache__" not in path.parts
+    ]
+    assert named == []
+
+
+def test_the_check_sees_an_import_of_benchmarks_or_of_nsight_compute(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from concurrent.futures import Future\nimport ncu_report\n"
+        "def f():\n    from benchmarks.ncu.pages import parse_raw_csv\n"
+    )
+    assert benchmark_or_ncu_imports(module) == ["benchmarks.ncu.pages", "ncu_report"]
+    module.write_text("from intelliperf.gpu.nvidia.ncu_source import sum_metrics\nimport benchmarks\n")
+    assert benchmark_or_ncu_imports(module) == ["benchmarks", "intelliperf.gpu.nvidia.ncu_source"]
+    module.write_text("import concurrent.futures\nfrom intelliperf.gpu.nvidia import profiles\n")
+    assert benchmark_or_ncu_imports(module) == []
 
 
 ENGINE_PARTS = (

@@ -1,9 +1,8 @@
 """The NVIDIA backend's one table: each quantity, column and instruction kind the formulas read
 (intelliperf.contract.profile), as NVIDIA's profiling metrics measure it, per architecture. The metrics
 are named as Nsight Compute names them; the counter pass collects the same metrics by those names with
-CUPTI's range profiler (kernel-level) and SASS metrics (per instruction, SASS_METRICS), and recordings
-made before 2026-11-27 hold Nsight Compute's pages of them. The figures below were measured with Nsight
-Compute.
+CUPTI's range profiler (kernel-level) and SASS metrics (per instruction, SASS_METRICS). The figures below
+were measured with Nsight Compute, the counter pass until 2026-11-27 (benchmarks/ncu, now the reference).
 
 Memory units: Nsight Compute's `lts__throughput` and `l1tex__throughput` are each the maximum over many
 sub-unit throughputs, and collecting those breakdowns costs replay passes: on an H100 (ncu 2025.3) the
@@ -33,32 +32,31 @@ executions times their access width, global bytes the global instructions' secto
 the L1 metrics on every recorded example kernel (one local store total 1.6% above: a partly active
 warp's store still moves whole sectors).
 
-Per-instruction counters come from our source section (ncu_sections/IntelliPerfSource.section) under the
-labels of Nsight Compute's SourceCounters section; kernel totals of them are summed here, each
+Per-instruction counters come from CUPTI's SASS metrics (SASS_METRICS), the counters behind the columns
+of the source section Nsight Compute's pass used; kernel totals of them are summed here, each
 instruction once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from intelliperf.contract.gpu_facts import GpuFacts
 from intelliperf.contract.profile import Column, Instruction, Kind, Quantity
 
 __all__ = [
-    "COLUMNS",
     "LAUNCH_METRICS",
     "SASS_METRICS",
     "access_bytes",
     "cupti_instruction",
     "instruction_kind",
+    "kernel_metrics",
     "kernel_quantities",
     "launch_metrics",
-    "ncu_metrics",
     "occupancy_limit_registers",
     "range_profiler_metrics",
     "sass_opcode",
-    "semantic_instruction",
 ]
 
 _PCT = ".avg.pct_of_peak_sustained_elapsed"
@@ -178,25 +176,16 @@ _QUANTITIES: dict[Quantity, Source] = {
     Quantity.GLOBAL_BYTES_STORED: InstructionTotal(Column.GLOBAL_SECTORS, (Kind.GLOBAL_STORE,), SECTOR_BYTES),
     Quantity.REGISTERS_PER_THREAD: Metric("launch__registers_per_thread"),
     Quantity.BLOCKS_PER_SM_BY_REGISTERS: Metric("launch__occupancy_limit_registers"),
+    Quantity.SM_COUNT: Metric("launch__sm_count"),
+    Quantity.SHARED_BYTES_PER_BLOCK: Total(
+        ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+    ),
     Quantity.ACHIEVED_OCCUPANCY_PCT: Metric("sm__warps_active.avg.pct_of_peak_sustained_active"),
     Quantity.WARP_INSTRUCTIONS: InstructionTotal(Column.EXECUTED),
     Quantity.THREAD_INSTRUCTIONS: InstructionTotal(Column.THREADS_EXECUTED),
     Quantity.ACTIVE_THREADS_PER_INSTRUCTION: Metric("smsp__thread_inst_executed_per_inst_executed.ratio"),
     Quantity.ISSUE_BUSY_PCT: Metric("smsp__issue_active.avg.pct_of_peak_sustained_active"),
 }
-
-COLUMNS: dict[str, Column] = {
-    "Instructions Executed": Column.EXECUTED,
-    "Thread Instructions Executed": Column.THREADS_EXECUTED,
-    "L1 Wavefronts Shared": Column.SHARED_ACCESS_UNITS,
-    "L1 Wavefronts Shared Ideal": Column.SHARED_ACCESS_UNITS_IDEAL,
-    "L1 Wavefronts Shared Excessive": Column.SHARED_ACCESS_UNITS_EXCESS,
-    "L2 Theoretical Sectors Global": Column.GLOBAL_SECTORS,
-    "L2 Theoretical Sectors Global Ideal": Column.GLOBAL_SECTORS_IDEAL,
-    "L2 Theoretical Sectors Global Excessive": Column.GLOBAL_SECTORS_EXCESS,
-}
-"""Source-page column (as ncu_sections/IntelliPerfSource.section labels it) -> per-instruction column."""
-
 
 SASS_METRICS: dict[str, Column] = {
     "smsp__sass_inst_executed": Column.EXECUTED,
@@ -220,31 +209,30 @@ LAUNCH_METRICS = (
     "launch__block_size",
     "launch__registers_per_thread",
     "launch__occupancy_limit_registers",
+    "launch__sm_count",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
 )
 """Nsight Compute's launch statistics that the table reads; the CUPTI counter pass computes them from the
-launch and the function's attributes (launch_metrics)."""
-
-_REGISTER_ALLOCATION_UNIT = 256
-"""Registers are allocated per warp in units of 256 (sm_70 and later)."""
-_SUB_PARTITIONS = 4
-"""An SM's register file is split among its 4 sub-partitions (sm_70 and later); a warp lives in one."""
-_MIN_REGISTERS_PER_THREAD = 16
-"""The fewest registers a thread is given: Nsight Compute's launch__registers_per_thread read 16 for every
-recorded kernel compiled with 8 to 16 (cuFuncGetAttribute's count), and the compiled count above that."""
+launch, the function's attributes and the device (launch_metrics)."""
 
 
-def occupancy_limit_registers(
-    registers: int, block_threads: int, *, registers_per_sm: int, max_blocks_per_sm: int, warp_size: int = 32
-) -> int | None:
+def occupancy_limit_registers(registers: int, block_threads: int, *, facts: GpuFacts | None) -> int | None:
     """How many blocks fit on an SM by registers (Nsight Compute's launch__occupancy_limit_registers): each
     warp takes its registers in allocation units from one sub-partition's share of the register file.
-    Equal to Nsight Compute's value on every recorded kernel (tests/fixtures/gpu)."""
-    if registers <= 0 or block_threads <= 0 or registers_per_sm <= 0 or max_blocks_per_sm <= 0:
+    Equal to Nsight Compute's value on every recorded kernel (tests/fixtures/gpu). None where the register
+    count or the architecture's register facts are not known."""
+    if facts is None:
         return None
-    per_warp = -(-registers * warp_size // _REGISTER_ALLOCATION_UNIT) * _REGISTER_ALLOCATION_UNIT
-    warps_per_block = -(-block_threads // warp_size)
-    warps_per_sm = (registers_per_sm // _SUB_PARTITIONS // per_warp) * _SUB_PARTITIONS
-    return min(max_blocks_per_sm, warps_per_sm // warps_per_block)
+    unit, partitions = facts.register_allocation_unit, facts.register_partitions
+    per_sm, max_blocks = facts.registers_per_sm, facts.max_blocks_per_sm
+    if registers <= 0 or block_threads <= 0 or None in (unit, partitions, per_sm, max_blocks):
+        return None
+    assert unit and partitions and per_sm and max_blocks
+    per_warp = -(-registers * facts.warp_size // unit) * unit
+    warps_per_block = -(-block_threads // facts.warp_size)
+    warps_per_sm = (per_sm // partitions // per_warp) * partitions
+    return min(max_blocks, warps_per_sm // warps_per_block)
 
 
 def launch_metrics(
@@ -252,28 +240,30 @@ def launch_metrics(
     block: Sequence[int],
     registers: int,
     *,
-    registers_per_sm: int,
-    max_blocks_per_sm: int,
-    warp_size: int,
+    facts: GpuFacts | None,
+    sm_count: int = -1,
+    static_shared: int = -1,
+    dynamic_shared: int = -1,
 ) -> dict[str, float]:
-    """LAUNCH_METRICS of one launch, from its dimensions and the function's compiled register count (the
-    driver allocates at least _MIN_REGISTERS_PER_THREAD); a value that cannot be known (a function attribute
-    the driver did not give) is left out, never 0."""
+    """LAUNCH_METRICS of one launch, from its dimensions, the function's compiled register count (the
+    driver allocates at least the architecture's minimum) and shared memory, and the device's SM count; a
+    value that cannot be known (a function attribute the driver did not give, -1) is left out, never 0."""
     grid_size = grid[0] * grid[1] * grid[2]
     block_size = block[0] * block[1] * block[2]
     metrics = {"launch__grid_size": float(grid_size), "launch__block_size": float(block_size)}
-    allocated = max(registers, _MIN_REGISTERS_PER_THREAD) if registers > 0 else registers
+    least = (facts.min_registers_per_thread or 0) if facts is not None else 0
+    allocated = max(registers, least) if registers > 0 else registers
     if allocated > 0:
         metrics["launch__registers_per_thread"] = float(allocated)
-    limit = occupancy_limit_registers(
-        allocated,
-        block_size,
-        registers_per_sm=registers_per_sm,
-        max_blocks_per_sm=max_blocks_per_sm,
-        warp_size=warp_size,
-    )
+    limit = occupancy_limit_registers(allocated, block_size, facts=facts)
     if limit is not None:
         metrics["launch__occupancy_limit_registers"] = float(limit)
+    if sm_count > 0:
+        metrics["launch__sm_count"] = float(sm_count)
+    if static_shared >= 0:
+        metrics["launch__shared_mem_per_block_static"] = float(static_shared)
+    if dynamic_shared >= 0:
+        metrics["launch__shared_mem_per_block_dynamic"] = float(dynamic_shared)
     return metrics
 
 
@@ -295,9 +285,9 @@ def _source(quantity: Quantity, arch: str) -> Source:
         raise ValueError(f"the NVIDIA backend has no Nsight Compute metric for {quantity!r}") from None
 
 
-def ncu_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
-    """The kernel-level Nsight Compute metrics that measure ``quantities`` on ``arch`` (per-instruction
-    totals come from the source section, which the counter pass always collects)."""
+def kernel_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
+    """The kernel-level metrics that measure ``quantities`` on ``arch`` (per-instruction totals come from
+    the SASS metrics, which the counter pass always collects)."""
     names: dict[str, None] = {}
     for quantity in quantities:
         source = _source(quantity, arch)
@@ -311,7 +301,7 @@ def ncu_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
 def range_profiler_metrics(quantities: Sequence[Quantity], arch: str) -> list[str]:
     """The kernel-level metrics that CUPTI's range profiler collects for ``quantities``: the table's metrics
     but the launch statistics (launch_metrics)."""
-    return [name for name in ncu_metrics(quantities, arch) if name not in LAUNCH_METRICS]
+    return [name for name in kernel_metrics(quantities, arch) if name not in LAUNCH_METRICS]
 
 
 def kernel_quantities(
@@ -395,9 +385,3 @@ def instruction_kind(sass: str) -> Kind:
     if opcode.startswith("STL"):
         return Kind.LOCAL_STORE
     return Kind.OTHER
-
-
-def semantic_instruction(instruction: Instruction) -> Instruction:
-    """A parsed source-page instruction in the formulas' terms: its columns renamed, its kind set."""
-    metrics = {COLUMNS[name]: value for name, value in instruction.metrics.items() if name in COLUMNS}
-    return replace(instruction, metrics=metrics, kind=instruction_kind(instruction.assembly))

@@ -1,51 +1,33 @@
 """Turn what the counter pass measured into one KernelProfile per kernel, in the formulas' terms
-(intelliperf.contract.profile, through the NVIDIA table in nvidia_metrics): the CUPTI counter pass's
-records with the disassembly of the kernels' cubins (`profiles_from_counters`), or Nsight Compute's pages,
-which recordings made before 2026-11-27 hold (`build_profiles`)."""
+(intelliperf.contract.profile, through the NVIDIA table in intelliperf.gpu.nvidia.metrics): the CUPTI
+counter pass's records with the disassembly of the kernels' cubins (`profiles_from_counters`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
 
 from intelliperf.contract import DeviceInfo, RankedKernel
+from intelliperf.contract.gpu_facts import GpuFacts, UnknownArchitectureError, facts_for
 from intelliperf.contract.profile import Instruction, KernelProfile, Quantity, SourceRow
 from intelliperf.gpu.nvidia.cupti_counters import CounterRecords, KernelCounters
-from intelliperf.gpu.nvidia.kernel_names import function_name, same_kernel
-from intelliperf.gpu.nvidia.metrics import (
-    cupti_instruction,
-    kernel_quantities,
-    launch_metrics,
-    semantic_instruction,
-)
-from intelliperf.gpu.nvidia.ncu import RawKernel, parse_raw_csv
-from intelliperf.gpu.nvidia.ncu_source import (
-    instructions_from_cuda_sass,
-    join_source_views,
-    kernels_without_line_info,
-    parse_cuda_sass_view,
-    parse_sass_view,
-    sum_metrics,
-)
+from intelliperf.gpu.nvidia.metrics import cupti_instruction, kernel_quantities, launch_metrics
 from intelliperf.gpu.nvidia.sass_listing import ListedInstruction
 
 __all__ = [
-    "DEVICE_METRICS",
     "Listings",
-    "build_profiles",
     "counted_metrics",
     "device_from_counters",
-    "device_from_raw",
+    "kernel_profile",
     "profiles_from_counters",
     "read_sources",
+    "rehomed",
+    "sum_metrics",
 ]
 
 Listings = Mapping[int, Mapping[str, Sequence[ListedInstruction]]]
 """Cubin (its CRC, as CUPTI names it) -> function (mangled name) -> its disassembled instructions."""
-
-T = TypeVar("T")
 
 
 def read_sources(rows: Sequence[SourceRow], resolve: Path | None) -> dict[str, list[str]]:
@@ -74,7 +56,7 @@ def _locate(file: str, resolve: Path | None) -> Path | None:
     return recorded if recorded.is_file() else None
 
 
-def _rehome(rows: Sequence[SourceRow], resolve: Path | None) -> list[SourceRow]:
+def rehomed(rows: Sequence[SourceRow], resolve: Path | None) -> list[SourceRow]:
     """Rows whose file was found under ``resolve`` renamed to that path, so locations name the project's
     file rather than the path it had on the machine that recorded the profile."""
     if resolve is None:
@@ -87,51 +69,6 @@ def _rehome(rows: Sequence[SourceRow], resolve: Path | None) -> list[SourceRow]:
         else r
         for r in rows
     ]
-
-
-def build_profiles(
-    raw_csv: str,
-    cuda_sass_csv: str,
-    sass_csv: str | None,
-    kernels: Sequence[RankedKernel],
-    *,
-    arch: str,
-    resolve: Path | None = None,
-) -> dict[str, KernelProfile]:
-    """From Nsight Compute's pages: a profile for each ranked kernel that ncu profiled; the first profiled
-    launch of each counts.
-
-    Instructions come from the CUDA+SASS page; the SASS page, exported only when some kernel has no line
-    info, adds the kernels that page leaves out."""
-    raw: dict[str, RawKernel] = {}
-    for entry in parse_raw_csv(raw_csv):
-        raw.setdefault(entry.name, entry)
-    parsed = {
-        **(parse_sass_view(sass_csv) if sass_csv is not None else {}),
-        **instructions_from_cuda_sass(cuda_sass_csv),
-    }
-    instructions = {
-        kernel: {address: semantic_instruction(i) for address, i in by_address.items()}
-        for kernel, by_address in parsed.items()
-    }
-    structure = parse_cuda_sass_view(cuda_sass_csv)
-    source = join_source_views(structure, instructions)
-    without_lines = kernels_without_line_info(cuda_sass_csv)
-    profiles = {}
-    for kernel in kernels:
-        entry = _lookup(raw, kernel)
-        if entry is None:
-            continue
-        profiles[kernel.name] = _profile(
-            kernel,
-            entry.metrics,
-            tuple((_lookup(instructions, kernel) or {}).values()),
-            _rehome(_lookup(source, kernel) or [], resolve),
-            arch=arch,
-            resolve=resolve,
-            source_page=_lookup(structure, kernel) is not None or _named(without_lines, kernel),
-        )
-    return profiles
 
 
 def profiles_from_counters(
@@ -152,11 +89,11 @@ def profiles_from_counters(
             continue
         listing = listings.get(counted.sass.cubin, {}).get(kernel.name) if counted.sass is not None else None
         instructions = _counted_instructions(counted, listing)
-        profiles[kernel.name] = _profile(
+        profiles[kernel.name] = kernel_profile(
             kernel,
             counted_metrics(counted, records.device),
             instructions,
-            _rehome(_source_rows(instructions, listing, resolve), resolve),
+            rehomed(_source_rows(instructions, listing, resolve), resolve),
             arch=arch,
             resolve=resolve,
             source_page=listing is not None or counted.sass is None,
@@ -164,7 +101,7 @@ def profiles_from_counters(
     return profiles
 
 
-def _profile(
+def kernel_profile(
     kernel: RankedKernel,
     metrics: Mapping[str, float],
     instructions: tuple[Instruction, ...],
@@ -193,20 +130,39 @@ def _profile(
 
 def counted_metrics(counted: KernelCounters, device: Mapping[str, int]) -> dict[str, float]:
     """A kernel's kernel-level values under Nsight Compute's metric names: what the range profiler measured
-    and the launch statistics of its first launch (the table reads both)."""
+    and the launch statistics of its first launch (the table reads both). The device's own register file
+    and block limit (its record) stand in for the architecture table's where it gave them."""
     if counted.launch is None:
         return dict(counted.metrics)
+    launch = counted.launch
     return {
         **counted.metrics,
         **launch_metrics(
-            counted.launch.grid,
-            counted.launch.block,
-            counted.launch.registers,
-            registers_per_sm=device.get("registers_per_sm", -1),
-            max_blocks_per_sm=device.get("max_blocks_per_sm", -1),
-            warp_size=device.get("warp_size", 32),
+            launch.grid,
+            launch.block,
+            launch.registers,
+            facts=device_facts(device),
+            sm_count=device.get("sm_count", -1),
+            static_shared=launch.static_shared,
+            dynamic_shared=launch.dynamic_shared,
         ),
     }
+
+
+def device_facts(device: Mapping[str, int]) -> GpuFacts | None:
+    """The architecture's facts (compute capability in the device record), with the register file, block
+    and warp limits the device itself reported; None for an architecture the table does not know."""
+    major, minor = device.get("compute_major", 9), device.get("compute_minor", 0)
+    try:
+        facts = facts_for(f"sm_{major}{minor}")
+    except UnknownArchitectureError:
+        return None
+    measured = {
+        "registers_per_sm": device.get("registers_per_sm", -1),
+        "max_blocks_per_sm": device.get("max_blocks_per_sm", -1),
+        "warp_size": device.get("warp_size", -1),
+    }
+    return replace(facts, **{name: value for name, value in measured.items() if value > 0})
 
 
 def _counted_instructions(
@@ -265,39 +221,10 @@ def device_from_counters(records: CounterRecords, fallback: DeviceInfo) -> Devic
     )
 
 
-def _lookup(by_ncu_name: Mapping[str, T], kernel: RankedKernel) -> T | None:
-    """The entry for ``kernel``: by its mangled name (the pages the counter pass exports), else by
-    signature (pages recorded with ncu's demangling)."""
-    if kernel.name in by_ncu_name:
-        return by_ncu_name[kernel.name]
-    for name, value in by_ncu_name.items():
-        if same_kernel(name, kernel.name, kernel.demangled):
-            return value
-    return None
-
-
-def _named(names: set[str], kernel: RankedKernel) -> bool:
-    """Whether one of ``names`` (as ncu's warnings give them: mangled or the bare function name) is
-    ``kernel``."""
-    return any(
-        name in (kernel.name, function_name(kernel.demangled))
-        or same_kernel(name, kernel.name, kernel.demangled)
-        for name in names
-    )
-
-
-DEVICE_METRICS = ("device__attribute_multiprocessor_count", "device__attribute_l2_cache_size")
-"""The raw page's device facts that `device_from_raw` reads: the counter pass reads them with its metrics."""
-
-
-def device_from_raw(raw_csv: str, fallback: DeviceInfo) -> DeviceInfo:
-    """The device facts ncu reports (SM count, L2 size) added to what the device probe said."""
-    entries = parse_raw_csv(raw_csv)
-    metrics = entries[0].metrics
-    sm_count, l2 = (metrics.get(name) for name in DEVICE_METRICS)
-    return fallback.model_copy(
-        update={
-            "sm_count": int(sm_count) if sm_count else fallback.sm_count,
-            "l2_bytes": int(l2) if l2 else fallback.l2_bytes,
-        }
-    )
+def sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Each metric's total over the given instructions' metrics."""
+    total: dict[str, float] = {}
+    for metrics in all_metrics:
+        for name, value in metrics.items():
+            total[name] = total.get(name, 0.0) + value
+    return total

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ncu.pages import parse_raw_csv
+from benchmarks.ncu.profiles import build_profiles
+from benchmarks.ncu.source import COLUMNS, instructions_from_cuda_sass
 from formulas.selection import formulas_for
 from intelliperf.contract import RankedKernel
-from intelliperf.contract.profile import Column, KernelProfile
+from intelliperf.contract.profile import Column, KernelProfile, Quantity
 from intelliperf.errors import ProfileError
 from intelliperf.gpu.nvidia.cupti_counters import (
     CounterRecords,
@@ -26,10 +29,8 @@ from intelliperf.gpu.nvidia.cupti_counters import (
     environment_problem,
     parse_counters,
 )
-from intelliperf.gpu.nvidia.metrics import COLUMNS, LAUNCH_METRICS, SASS_METRICS
-from intelliperf.gpu.nvidia.ncu import parse_raw_csv
-from intelliperf.gpu.nvidia.ncu_source import instructions_from_cuda_sass
-from intelliperf.gpu.nvidia.profiles import build_profiles, counted_metrics, profiles_from_counters
+from intelliperf.gpu.nvidia.metrics import LAUNCH_METRICS, SASS_METRICS
+from intelliperf.gpu.nvidia.profiles import counted_metrics, profiles_from_counters
 from intelliperf.gpu.nvidia.sass_listing import parse_listing
 from tests.recorded import RECORDED
 
@@ -195,10 +196,10 @@ def as_counter_records(case: Path) -> tuple[CounterRecords, list[RankedKernel]]:
     return records, ranked
 
 
-def decisions(profiles: dict[str, KernelProfile]) -> list[tuple[object, ...]]:
+def decisions(profiles: dict[str, KernelProfile], skip: str = "") -> list[tuple[object, ...]]:
     found = []
     for name, profile in sorted(profiles.items()):
-        for formula in formulas_for("auto"):
+        for formula in (f for f in formulas_for("auto") if f.name != skip):
             d = formula.evaluate(profile)
             found.append((name, d.formula, d.decided, d.present, tuple(loc.line for loc in d.locations)))
     return found
@@ -220,7 +221,11 @@ def test_counts_give_the_profiles_and_decisions_nsight_computes_pages_give(case:
     )
     assert ours.keys() == theirs.keys() and ours
     for name in ours:
-        assert ours[name].metrics == pytest.approx(dict(theirs[name].metrics)), name
+        mine, ncu = dict(ours[name].metrics), dict(theirs[name].metrics)
+        # the launch's SM count and shared memory come from the counters' launch record, which ncu's pages
+        # of these kernels were not asked for
+        assert set(mine) - set(ncu) <= {Quantity.SM_COUNT, Quantity.SHARED_BYTES_PER_BLOCK}, name
+        assert {k: mine[k] for k in ncu} == pytest.approx(ncu), name
         for column in Column:
             assert ours[name].instruction_total(column) == theirs[name].instruction_total(column), (
                 name,
@@ -232,7 +237,8 @@ def test_counts_give_the_profiles_and_decisions_nsight_computes_pages_give(case:
         theirs_lines = {(Path(r.file).name, r.line): r.get(Column.EXECUTED) for r in theirs[name].source}
         for row in ours[name].source:
             assert row.get(Column.EXECUTED) <= theirs_lines[(Path(row.file).name, row.line)], (name, row.line)
-    assert decisions(ours) == decisions(theirs)
+    # occupancy reads the launch's SM count and shared memory, which these ncu pages were not asked for
+    assert decisions(ours, skip="occupancy") == decisions(theirs, skip="occupancy")
 
 
 def test_a_kernel_with_counters_but_no_listing_is_diagnosed_without_lines() -> None:
@@ -260,6 +266,7 @@ def test_the_recorded_launch_statistics_are_nsight_computes() -> None:
                 continue
             ours = counted_metrics(counted, records.device)
             for metric in LAUNCH_METRICS:
-                assert ours[metric] == raw[name][metric], (folder, name, metric)
+                if metric in raw[name]:  # ncu's pages hold the launch statistics the formulas read then
+                    assert ours[metric] == raw[name][metric], (folder, name, metric)
             compared += 1
     assert compared >= 30

@@ -7,21 +7,22 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.ncu.pages import RAW_PAGE, parse_raw_csv
+from benchmarks.ncu.profiles import semantic_instruction
 from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.gpu_facts import facts_for
 from intelliperf.contract.profile import Column, Instruction, KernelProfile, Kind, Quantity
 from intelliperf.gpu.nvidia.metrics import (
     LAUNCH_METRICS,
     access_bytes,
     cupti_instruction,
     instruction_kind,
+    kernel_metrics,
     kernel_quantities,
     launch_metrics,
-    ncu_metrics,
     occupancy_limit_registers,
     range_profiler_metrics,
-    semantic_instruction,
 )
-from intelliperf.gpu.nvidia.ncu import RAW_PAGE, parse_raw_csv
 from tests.recorded import BY_NAME, RECORDED, main_profile
 
 PCT = ".avg.pct_of_peak_sustained_elapsed"
@@ -40,12 +41,14 @@ def test_sm90_reads_the_busiest_sub_unit_and_other_architectures_the_breakdown_m
 
 def test_the_counter_pass_asks_for_the_architectures_metrics() -> None:
     wanted = metrics_for(formulas_for("auto"))
-    on_hopper = ncu_metrics(wanted, "sm_90")
+    on_hopper = kernel_metrics(wanted, "sm_90")
     assert "lts__xbar2lts_cycles_active" + PCT in on_hopper
     assert "lts__throughput" + PCT not in on_hopper and "l1tex__throughput" + PCT not in on_hopper
-    elsewhere = ncu_metrics(wanted, "sm_89")
+    elsewhere = kernel_metrics(wanted, "sm_89")
     assert "lts__throughput" + PCT in elsewhere and "lts__xbar2lts_cycles_active" + PCT not in elsewhere
-    assert "dram__throughput" + PCT not in ncu_metrics(metrics_for(formulas_for("bankConflict")), "sm_90")
+    bank = kernel_metrics(metrics_for(formulas_for("bankConflict")), "sm_90")
+    assert "dram__throughput" + PCT in bank  # what the fix leaves alone bounds its saving
+    assert "l1tex__data_pipe_lsu_wavefronts" + PCT not in bank  # L1 carries the conflicts: not a bound
     assert len(on_hopper) == len(set(on_hopper))
 
 
@@ -118,14 +121,14 @@ def test_instruction_kinds_from_sass(sass: str, kind: Kind) -> None:
 
 
 def test_every_quantity_has_a_source_on_hopper() -> None:
-    assert ncu_metrics(list(Quantity), "sm_90")
+    assert kernel_metrics(list(Quantity), "sm_90")
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_89"])
 def test_no_kernel_level_sass_patched_metric_is_asked_for(arch: str) -> None:
     """smsp__sass_* metrics opened a replay pass of their own beside the source section's (6 passes per
     kernel on an H100 with them, 5 without); the section's columns measure the same."""
-    assert not [name for name in ncu_metrics(list(Quantity), arch) if name.startswith("smsp__sass_")]
+    assert not [name for name in kernel_metrics(list(Quantity), arch) if name.startswith("smsp__sass_")]
 
 
 def test_bytes_used_per_sector_is_the_loads_ideal_sectors_over_their_sectors() -> None:
@@ -172,7 +175,7 @@ def test_the_source_sections_loads_give_what_ncus_sass_counters_gave_on_every_re
 def test_no_l1_bytes_or_hit_rate_metric_is_asked_for(arch: str) -> None:
     """They opened a replay pass of their own (5 passes per kernel on an H100 with them, 4 without); the
     section's columns give the bytes, and no formula decides from the hit rates."""
-    names = ncu_metrics(list(Quantity), arch)
+    names = kernel_metrics(list(Quantity), arch)
     assert not [name for name in names if name.startswith("l1tex__t_bytes") or "hit_rate" in name]
 
 
@@ -228,28 +231,39 @@ def test_the_occupancy_limit_by_registers_is_nsight_computes_on_every_recorded_k
             limit = occupancy_limit_registers(
                 int(m["launch__registers_per_thread"]),
                 int(m["launch__block_size"]),
-                registers_per_sm=65536,
-                max_blocks_per_sm=32,
+                facts=facts_for("sm_90"),
             )
             assert limit == m["launch__occupancy_limit_registers"], (page, kernel.name)
             seen += 1
     assert seen > 60
-    assert occupancy_limit_registers(0, 256, registers_per_sm=65536, max_blocks_per_sm=32) is None
+    assert occupancy_limit_registers(0, 256, facts=facts_for("sm_90")) is None
+    assert occupancy_limit_registers(40, 256, facts=None) is None  # an architecture the table lacks
 
 
 def test_launch_metrics_leave_out_what_the_driver_did_not_say() -> None:
     known = launch_metrics(
-        (8, 2, 1), (128, 2, 1), 40, registers_per_sm=65536, max_blocks_per_sm=32, warp_size=32
+        (8, 2, 1),
+        (128, 2, 1),
+        40,
+        facts=facts_for("sm_90"),
+        sm_count=132,
+        static_shared=4096,
+        dynamic_shared=0,
     )
     assert known == {
         "launch__grid_size": 16.0,
         "launch__block_size": 256.0,
         "launch__registers_per_thread": 40.0,
         "launch__occupancy_limit_registers": 6.0,
+        "launch__sm_count": 132.0,
+        "launch__shared_mem_per_block_static": 4096.0,
+        "launch__shared_mem_per_block_dynamic": 0.0,
     }
-    unknown = launch_metrics(
-        (8, 1, 1), (128, 1, 1), -1, registers_per_sm=-1, max_blocks_per_sm=-1, warp_size=32
-    )
+    assert (
+        launch_metrics((1, 1, 1), (32, 1, 1), 8, facts=facts_for("sm_90"))["launch__registers_per_thread"]
+        == 16.0
+    )  # the driver's minimum allocation
+    unknown = launch_metrics((8, 1, 1), (128, 1, 1), -1, facts=None)
     assert unknown == {"launch__grid_size": 8.0, "launch__block_size": 128.0}
 
 
@@ -278,5 +292,5 @@ def test_a_cupti_instruction_gets_its_columns_excess_and_kind() -> None:
 def test_the_range_profiler_is_asked_for_everything_but_the_launch_statistics() -> None:
     wanted = metrics_for(formulas_for("auto"))
     asked = range_profiler_metrics(wanted, "sm_90")
-    assert set(asked) == set(ncu_metrics(wanted, "sm_90")) - set(LAUNCH_METRICS)
+    assert set(asked) == set(kernel_metrics(wanted, "sm_90")) - set(LAUNCH_METRICS)
     assert "gpu__time_duration.sum" in asked and not any(m.startswith("launch__") for m in asked)

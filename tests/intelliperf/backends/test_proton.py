@@ -21,9 +21,9 @@ from intelliperf.gpu.proton_runner import instrument
 from intelliperf.gpu.replay import ReplayBackend
 from intelliperf.llm.prompts import render_regions
 from intelliperf.summary import render_summary
-from tests.recorded import BY_NAME, EXAMPLES, RECORDED, marker_line
+from tests.recorded import BY_NAME, EXAMPLES, RECORDED, RECORDED_EXAMPLES, marker_line
 
-TRITON = [name for name, example in BY_NAME.items() if example.get("language") == "triton"]
+TRITON = [e["name"] for e in RECORDED_EXAMPLES if e.get("language") == "triton"]
 
 LOOP_KERNEL = """def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     acc = tl.zeros((BLOCK,), dtype=tl.float32)

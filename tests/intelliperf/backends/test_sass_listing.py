@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ncu.source import parse_cuda_sass_view
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
 from intelliperf.gpu.nvidia.sass_listing import disassemble, parse_listing
 from tests.recorded import RECORDED
 

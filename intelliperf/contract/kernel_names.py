@@ -1,23 +1,12 @@
-"""Match the names Nsight Compute prints to the kernels the tracer saw.
-
-The tracer knows each kernel's mangled name and its `__cxa_demangle` form. The counter pass exports
-every page with `--print-kernel-base mangled`, so a kernel is found by its mangled name, exactly (seen
-on ncu 2025.3: the raw and both source pages then print `_ZN4geom9tile_sumsILi32EEEvPK6float2Pfi`).
-Recordings made with ncu's own demangling are matched by signature, and that demangling differs from
-`__cxa_demangle` in ways seen on ncu 2025.3 (tests/fixtures/gpu/tile_sums/demangled holds the pages):
-
-- parameter spelling: `const float *` for `float const*`;
-- template arguments with casts on the source pages: `tile_sums<(int)32>` for `tile_sums<32>`;
-- lambdas: `main::[lambda(int) (instance 1)]` for `main::{lambda(int)#1}`, with `T1` for the
-  lambda's parameter type;
-- the raw page drops a kernel's outer namespace: `detail::normalize` for `geom::detail::normalize`.
-"""
+"""Kernel names as the tracer gives them: a mangled name and its `__cxa_demangle` form. The counter pass
+and the cubins' listings name kernels by their mangled names, so matching them needs nothing here; these
+are the bare function name, the canonical signature and whether a kernel is a library's."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["LIBRARY_PREFIXES", "canonical_signature", "function_name", "is_library_kernel", "same_kernel"]
+__all__ = ["LIBRARY_PREFIXES", "canonical_signature", "function_name", "is_library_kernel", "normalized"]
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|::|[^\sA-Za-z0-9_]")
 
@@ -39,7 +28,7 @@ def _split_top_level(text: str, separator: str) -> list[str]:
 
 
 def _without_return_type(name: str) -> str:
-    """`void foo<int, 3>` -> `foo<int, 3>`: ncu prints a return type for template kernels."""
+    """`void foo<int, 3>` -> `foo<int, 3>`: a template kernel's name has its return type."""
     depth, cut = 0, 0
     for index, ch in enumerate(name.strip()):
         if ch == "<":
@@ -74,37 +63,18 @@ def canonical_signature(demangled: str) -> tuple[str, tuple[tuple[str, ...], ...
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(-?\d)")
 _INT_SUFFIX = re.compile(r"(?<=\d)(?:ul|ull|u|l|ll)\b")
 _CXA_LAMBDA = re.compile(r"\{lambda\(([^)]*)\)#(\d+)\}")
-_NCU_LAMBDA = re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]")
-_PLACEHOLDER = re.compile(r"^T\d+$")
 
 
-def _normalized(demangled: str) -> str:
-    """One spelling for what ncu's and `__cxa_demangle`'s demanglings write differently."""
+def normalized(demangled: str) -> str:
+    """One spelling for what demanglers write differently: lambdas, casts in template arguments
+    (`<(int)32>`), integer suffixes (`<3u>`)."""
     text = _CXA_LAMBDA.sub(r"lambda(\1)#\2", demangled)
-    text = _NCU_LAMBDA.sub(r"lambda(\1)#\2", text)
     return _INT_SUFFIX.sub("", _CAST.sub(r"\1", text))
-
-
-def _same_qualified_name(ncu: str, ours: str) -> bool:
-    """Equal, or ncu's name is ours without leading namespaces (the raw page drops the outer one)."""
-    return ncu == ours or ours.endswith("::" + ncu)
-
-
-def same_kernel(ncu_name: str, mangled: str, demangled: str) -> bool:
-    if ncu_name in (mangled, demangled):
-        return True
-    ncu, ours = canonical_signature(_normalized(ncu_name)), canonical_signature(_normalized(demangled))
-    if not _same_qualified_name(ncu[0], ours[0]) or len(ncu[1]) != len(ours[1]):
-        return False
-    return all(
-        theirs == mine or any(_PLACEHOLDER.match(token) for token in theirs)
-        for theirs, mine in zip(ncu[1], ours[1], strict=True)
-    )
 
 
 def function_name(demangled: str) -> str:
     """The bare function name: `void geom::tile_sums<32>(float2 const*, float*, int)` -> `tile_sums`."""
-    return canonical_signature(_normalized(demangled))[0].split("<", 1)[0].rsplit("::", 1)[-1]
+    return canonical_signature(normalized(demangled))[0].split("<", 1)[0].rsplit("::", 1)[-1]
 
 
 LIBRARY_PREFIXES = (

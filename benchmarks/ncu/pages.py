@@ -1,10 +1,11 @@
-"""Nsight Compute's counter pass and the readers of its pages: how the counter pass ran until 2026-11-27
-(it now runs CUPTI inside the application, `intelliperf.gpu.nvidia.cupti_counters`). Kept as the reference the
-CUPTI pass is measured against (`benchmarks/counter_pass.py --against-ncu`, tests/test_gpu_counters.py) and
-to read the recordings made with it (`ReplayBackend`).
+"""Nsight Compute's counter pass and the reader of its raw page: how the counter pass ran until 2026-11-27
+(it now runs CUPTI inside the application, `intelliperf.gpu.nvidia.cupti_counters`). Kept, out of the
+product, as the reference the CUPTI pass is measured against (`benchmarks/counter_pass.py --against-ncu`,
+tests/test_gpu_counters.py, tests/test_gpu_ncu_pages.py) and to read the pages recorded with it
+(`benchmarks.ncu.profiles`); the replay reads CUPTI recordings only.
 
 One ncu run per application profiles the first launch of every top kernel with the formulas'
-metrics plus our own source section (ncu_sections/IntelliPerfSource.section: the per-instruction
+metrics plus our own source section (sections/IntelliPerfSource.section: the per-instruction
 counters the formulas read, attributed to source lines through -lineinfo).
 `--clock-control none` always: the card's clocks are never touched.
 
@@ -15,13 +16,13 @@ What each choice saved, measured on an H100 with ncu 2025.3.1 (`benchmarks/count
 - `--section-folder` names our folder of one section, so ncu loads neither the sections nor the
   rule scripts it ships, and `--apply-rules no`: together 0.3 to 0.5 s per run;
 - the raw page (kernel-level metrics) is read from the report by ncu's own Python report reader
-  (ncu_raw_page.py), only the metrics asked for: 0.20 s for tile_sums' 8 kernels, 0.28 s reading every
+  (raw_page.py), only the metrics asked for: 0.20 s for tile_sums' 8 kernels, 0.28 s reading every
   metric, where ncu's export took 0.56 to 0.69 s; the export stays for an ncu installed without that
   reader;
 - nothing that no formula decides from: no warp-stall sampling (its own replay pass), no
   kernel-level counters that repeat the section's columns or that the section's columns give (SASS-patched
-  counters, L1 bytes per memory space), no cache hit rates (nvidia_metrics.py): 4 replay passes per
-  kernel, was 11.
+  counters, L1 bytes per memory space), no cache hit rates (intelliperf/gpu/nvidia/metrics.py): 4 replay
+  passes per kernel, was 11.
 The SASS-only page is exported only when some kernel has no line info, since the source page leaves
 such kernels out.
 """
@@ -60,8 +61,8 @@ __all__ = [
 ]
 
 SOURCE_SECTION = "IntelliPerfSource"
-SECTION_FOLDER = Path(__file__).with_name("ncu_sections")
-RAW_PAGE_READER = Path(__file__).with_name("ncu_raw_page.py")
+SECTION_FOLDER = Path(__file__).with_name("sections")
+RAW_PAGE_READER = Path(__file__).with_name("raw_page.py")
 
 # Kernels are named by their mangled names on every page, the one form the tracer and ncu print alike.
 _MANGLED = ("--print-kernel-base", "mangled")

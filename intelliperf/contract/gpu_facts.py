@@ -1,4 +1,6 @@
-"""GPU facts the formulas reason with, keyed by architecture (as Proton's specs.py keys its tables)."""
+"""GPU facts, one table per architecture (as Proton's specs.py keys its tables): what the formulas reason
+with and what a backend needs to turn a launch's resources into the blocks an SM can hold. On the ground
+floor so that the formulas and every backend read the same numbers."""
 
 from __future__ import annotations
 
@@ -31,6 +33,18 @@ class GpuFacts:
     """Service time of one same-address global atomic in its L2 slice. Measured on an H200 (sm_90,
     Nov 2026): 16.7M fp32 atomicAdd to one address took 29.5 ms in one L2 slice, 1.76 ns each. None where
     not measured: the atomics formula then does not decide."""
+    max_blocks_per_sm: int | None
+    """Resident blocks (workgroups) per SM (CU), whatever their size."""
+    registers_per_sm: int | None
+    register_allocation_unit: int | None
+    """Registers are given to a warp in units of this many (rounded up)."""
+    register_partitions: int | None
+    """The register file is split among this many sub-partitions; a warp lives in one."""
+    min_registers_per_thread: int | None
+    shared_bytes_per_sm: int | None
+    """The most shared memory (LDS) one SM (CU) can give its resident blocks."""
+    shared_bytes_reserved_per_block: int | None
+    """Shared memory the system takes per resident block, beside what the kernel declares."""
 
 
 _FACTS = {
@@ -41,6 +55,17 @@ _FACTS = {
         bank_width_bytes=4,
         sector_bytes=32,
         same_address_atomic_ns=1.76,
+        # CUDA C++ Programming Guide, compute capability 9.0 (and CUPTI's device record on the H100 and
+        # H200: 65536 registers, 32 blocks, 2048 threads per SM, tests/fixtures/gpu/*/counters-*.jsonl);
+        # the register allocation agrees with Nsight Compute's occupancy limit by registers on every
+        # recorded kernel (intelliperf.gpu.nvidia.metrics.occupancy_limit_registers).
+        max_blocks_per_sm=32,
+        registers_per_sm=65536,
+        register_allocation_unit=256,
+        register_partitions=4,
+        min_registers_per_thread=16,
+        shared_bytes_per_sm=228 * 1024,
+        shared_bytes_reserved_per_block=1024,
     ),
     # AMD CDNA3 (MI300): 64-wide wavefronts, up to 32 waves per CU (8 per SIMD, 4 SIMDs), 32 LDS banks of
     # 4 bytes: AMD's CDNA3 ISA and MI300 documentation, not measured here (no AMD hardware was available).
@@ -51,6 +76,15 @@ _FACTS = {
         bank_width_bytes=4,
         sector_bytes=64,
         same_address_atomic_ns=None,
+        # The occupancy facts are not written down for CDNA3 here (no AMD hardware to check them against):
+        # the occupancy formula says it could not decide on AMD until they are.
+        max_blocks_per_sm=None,
+        registers_per_sm=None,
+        register_allocation_unit=None,
+        register_partitions=None,
+        min_registers_per_thread=None,
+        shared_bytes_per_sm=None,
+        shared_bytes_reserved_per_block=None,
     ),
 }
 

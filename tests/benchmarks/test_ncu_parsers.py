@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.ncu.kernel_names import same_kernel
+from benchmarks.ncu.pages import parse_raw_csv, to_base_unit
+from benchmarks.ncu.source import join_source_views, parse_cuda_sass_view, parse_sass_view
+from intelliperf.contract.kernel_names import canonical_signature
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.kernel_names import canonical_signature, same_kernel
 from intelliperf.gpu.nvidia.metrics import sass_opcode
-from intelliperf.gpu.nvidia.ncu import parse_raw_csv, to_base_unit
-from intelliperf.gpu.nvidia.ncu_source import join_source_views, parse_cuda_sass_view, parse_sass_view
 from tests.recorded import RECORDED
 
 TRANSPOSE = RECORDED / "transpose_bank" / "original"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ncu.pages import profile_command, run_ncu
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.ncu import profile_command, run_ncu
 
 FAKE_NCU = """#!/bin/bash
 log=""; report=""

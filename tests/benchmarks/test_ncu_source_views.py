@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from intelliperf.gpu.nvidia.metrics import sass_opcode
-from intelliperf.gpu.nvidia.ncu_source import (
+from benchmarks.ncu.source import (
     instructions_from_cuda_sass,
     parse_cuda_sass_view,
     parse_sass_view,
 )
+from intelliperf.gpu.nvidia.metrics import sass_opcode
 from tests.recorded import RECORDED
 
 BOTH_VIEWS = sorted(

@@ -1,4 +1,4 @@
-"""Per-source-line counters from Nsight Compute's source page.
+"""Per-source-line counters from Nsight Compute's source page (recordings made before 2026-11-27).
 
 - ``--page source --print-source cuda,sass``: for each kernel, blocks of ``File Path`` /
   ``Function Name`` / a header, then each CUDA source line followed by the SASS instructions
@@ -15,15 +15,17 @@ The two are joined by instruction address.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from benchmarks.ncu.pages import csv_rows, parse_number
 from formulas.base import is_toolkit_file
-from intelliperf.contract.profile import Instruction, SourceRow
+from intelliperf.contract.profile import Column, Instruction, SourceRow
 from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.ncu import csv_rows, parse_number
+from intelliperf.gpu.nvidia.profiles import sum_metrics
 
 __all__ = [
+    "COLUMNS",
     "NO_LINE_INFO_MARKER",
     "SourceLine",
     "instructions_from_cuda_sass",
@@ -31,8 +33,19 @@ __all__ = [
     "kernels_without_line_info",
     "parse_cuda_sass_view",
     "parse_sass_view",
-    "sum_metrics",
 ]
+
+COLUMNS: dict[str, Column] = {
+    "Instructions Executed": Column.EXECUTED,
+    "Thread Instructions Executed": Column.THREADS_EXECUTED,
+    "L1 Wavefronts Shared": Column.SHARED_ACCESS_UNITS,
+    "L1 Wavefronts Shared Ideal": Column.SHARED_ACCESS_UNITS_IDEAL,
+    "L1 Wavefronts Shared Excessive": Column.SHARED_ACCESS_UNITS_EXCESS,
+    "L2 Theoretical Sectors Global": Column.GLOBAL_SECTORS,
+    "L2 Theoretical Sectors Global Ideal": Column.GLOBAL_SECTORS_IDEAL,
+    "L2 Theoretical Sectors Global Excessive": Column.GLOBAL_SECTORS_EXCESS,
+}
+"""Source-page column (as sections/IntelliPerfSource.section labels it) -> per-instruction column."""
 
 NO_LINE_INFO_MARKER = "No lineinfo available"
 _NO_LINE_INFO = re.compile(NO_LINE_INFO_MARKER + r" to show CUDA-C source related to '([^']+)'")
@@ -176,12 +189,3 @@ def _with_call_sites(lines: list[SourceLine]) -> list[SourceLine]:
                 if site is not None and address not in site.addresses:
                     site.addresses.append(address)
     return lines
-
-
-def sum_metrics(all_metrics: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """Each metric's total over the given instructions' metrics."""
-    total: dict[str, float] = {}
-    for metrics in all_metrics:
-        for name, value in metrics.items():
-            total[name] = total.get(name, 0.0) + value
-    return total

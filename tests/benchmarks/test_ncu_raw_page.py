@@ -14,13 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from formulas.bank_conflict import BankConflict
-from formulas.memory_access import MemoryAccess
-from formulas.selection import formulas_for, metrics_for
-from intelliperf.contract.profile import Column
-from intelliperf.errors import ProfileError
-from intelliperf.gpu.nvidia.metrics import COLUMNS, ncu_metrics
-from intelliperf.gpu.nvidia.ncu import (
+from benchmarks.ncu.pages import (
     RAW_PAGE_READER,
     SECTION_FOLDER,
     SOURCE_SECTION,
@@ -29,9 +23,16 @@ from intelliperf.gpu.nvidia.ncu import (
     read_raw_page,
     report_reader_dir,
 )
-from intelliperf.gpu.nvidia.ncu_source import parse_cuda_sass_view
+from benchmarks.ncu.source import COLUMNS, parse_cuda_sass_view
+from formulas.bank_conflict import BankConflict
+from formulas.memory_access import MemoryAccess
+from formulas.selection import formulas_for, metrics_for
+from intelliperf.contract.profile import Column
+from intelliperf.errors import ProfileError
+from intelliperf.gpu.nvidia.metrics import kernel_metrics
+from tests.recorded import RECORDED
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "raw_page_reader"
+FIXTURES = RECORDED / "raw_page_reader"
 
 FAKE_REPORT_MODULE = """
 class IMetric:
@@ -157,7 +158,7 @@ def test_the_reader_agrees_with_ncus_export_of_the_same_report(example: str) -> 
     reader = parse_raw_csv((FIXTURES / example / "raw.csv").read_text())
     export = parse_raw_csv((FIXTURES / example / "raw_export.csv").read_text())
     assert [k.name for k in reader] == [k.name for k in export]
-    wanted = set(ncu_metrics(metrics_for(formulas_for("auto")), "sm_90"))
+    wanted = set(kernel_metrics(metrics_for(formulas_for("auto")), "sm_90"))
     for read, exported in zip(reader, export, strict=True):
         assert wanted & set(exported.metrics) <= set(read.metrics)
         for name, value in exported.metrics.items():

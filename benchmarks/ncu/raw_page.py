@@ -1,21 +1,21 @@
 """Write a report's raw page (kernel-level metrics) as CSV, read with the report reader ncu ships.
 
-Run as a script, in its own interpreter, by `intelliperf.gpu.nvidia.ncu.read_raw_page`:
+Run as a script, in its own interpreter, by `benchmarks.ncu.pages.read_raw_page`:
 
-    python3 -I ncu_raw_page.py REPORT NCU_PYTHON_DIR [METRIC,METRIC,...]
+    python3 -I raw_page.py REPORT NCU_PYTHON_DIR [METRIC,METRIC,...]
 
 NCU_PYTHON_DIR is the folder of ``ncu_report.py`` (``<ncu install>/extras/python``). With a list of
 metrics, only those columns are written (a metric the report lacks is ``n/a``); without, every metric of
 the report. The output has the layout of
 ``ncu --import REPORT --page raw --csv --print-units base --print-kernel-base mangled`` (a header row, a
 units row, one row per profiled launch; every quantity in its base unit), which
-`intelliperf.gpu.nvidia.ncu.parse_raw_csv` reads, so recordings made either way parse alike. Values carry full
+`benchmarks.ncu.pages.parse_raw_csv` reads, so recordings made either way parse alike. Values carry full
 precision where ncu's page rounds to two decimals.
 
 Why a script: measured on an H100 (ncu 2025.3.1), ncu's export took 0.56 to 0.69 s per report, this
 reader 0.23 to 0.28 s including its interpreter's start, and for tile_sums' 8 kernels 0.20 s when it reads
 only the metrics the counter pass asked for against 0.28 s reading every metric of the report; a
-separate interpreter keeps ncu's native module out of the engine's process. Standard library only.
+separate interpreter keeps ncu's native module out of the caller's process. Standard library only.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def raw_page_rows(report_module: Any, report_path: str, wanted: list[str] | None
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (3, 4):
-        sys.stderr.write("usage: ncu_raw_page.py REPORT NCU_PYTHON_DIR [METRIC,METRIC,...]\n")
+        sys.stderr.write("usage: raw_page.py REPORT NCU_PYTHON_DIR [METRIC,METRIC,...]\n")
         return 2
     report_path, module_dir = argv[1], argv[2]
     wanted = [name for name in argv[3].split(",") if name] if len(argv) == 4 else None
