@@ -20,6 +20,13 @@ BY_NAME = {example["name"]: example for example in MANIFEST}
 RECORDED_EXAMPLES = [e for e in MANIFEST if (RECORDED / e["name"] / "original" / "trace.jsonl").is_file()]
 """The examples recorded on the GPU machine; an example added since has none until `benchmarks/diagnose.py
 --record` runs there (tests/formulas/test_recorded_examples.py says which)."""
+NCU_PAGED_EXAMPLES = sorted(
+    e["name"]
+    for e in RECORDED_EXAMPLES
+    if all((RECORDED / e["name"] / v / "raw.csv").is_file() for v in ("original", "fixed"))
+)
+"""The recorded examples whose two versions also hold Nsight Compute's raw page of the same source, the
+reference the CUPTI counter pass is compared with (examples added after ncu left the product have none)."""
 
 
 def is_main(kernel: RankedKernel, example: dict) -> bool:

@@ -23,7 +23,7 @@ from intelliperf.gpu.nvidia.metrics import (
     occupancy_limit_registers,
     range_profiler_metrics,
 )
-from tests.recorded import BY_NAME, RECORDED, main_profile
+from tests.recorded import NCU_PAGED_EXAMPLES, RECORDED, main_profile
 
 PCT = ".avg.pct_of_peak_sustained_elapsed"
 
@@ -154,7 +154,7 @@ def recorded_kernels(example: str) -> Iterator[tuple[KernelProfile, dict[str, fl
         yield kernel, next(entry.metrics for entry in raw if entry.name == kernel.name)
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in RECORDED.iterdir() if p.name in BY_NAME))
+@pytest.mark.parametrize("example", NCU_PAGED_EXAMPLES)
 def test_the_source_sections_loads_give_what_ncus_sass_counters_gave_on_every_recorded_kernel(
     example: str,
 ) -> None:
@@ -206,7 +206,7 @@ LOCAL_AND_GLOBAL_BYTES = {
 when the recordings were made (before the counter pass stopped asking for it)."""
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in RECORDED.iterdir() if p.name in BY_NAME))
+@pytest.mark.parametrize("example", NCU_PAGED_EXAMPLES)
 def test_the_source_sections_bytes_per_memory_space_are_ncus_l1_bytes_on_every_recorded_kernel(
     example: str,
 ) -> None:

@@ -102,7 +102,11 @@ def test_the_recorded_profile_puts_the_most_cycles_on_the_marked_line(name: str)
     whole, *inner = profile.regions
     assert whole.kind == "kernel" and whole.share == 1.0 and whole.cycles_per_warp > 0
     hottest = max(inner, key=lambda r: r.share)
-    assert hottest.line == marker_line(name) and "intelliperf:" in hottest.text
+    if BY_NAME[name]["formula"] == "occupancy":
+        # the launch shape is the bottleneck: the marker is on the kernel's declaration, the whole region
+        assert whole.line == marker_line(name) and hottest.line > whole.line
+    else:
+        assert hottest.line == marker_line(name) and "intelliperf:" in hottest.text
     assert all(0 < r.share <= 1.0 for r in inner)
 
 
