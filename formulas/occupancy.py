@@ -21,7 +21,7 @@ than the GPU's SM count they are scaled by the share of SMs it reaches (`sm_spre
 a fix that fills every SM gains from the idle ones too.
 
 Against measured fixes (H200, 2026-11-28, the four occupancy examples): 88%, 68%, 85% and 91% estimated,
-92%, 75%, 96% and 93% measured (spill_occupancy's fix also ends its spills). The thresholds themselves are
+92%, 76%, 96% and 93% measured (spill_occupancy's fix also ends its spills). The thresholds themselves are
 first settings: the examples sit far from them (2-12% achieved, 68-91% estimated savings).
 """
 
