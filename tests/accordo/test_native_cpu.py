@@ -9,6 +9,8 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +24,37 @@ from profiler.build import SOURCE_DIR, cuda_home
 HERE = Path(__file__).resolve().parent
 
 
+@dataclass(frozen=True)
+class MakeBuild:
+    """`make` run on the sources in their own folder (test_make_builds_too), still running or done."""
+
+    process: subprocess.Popen[bytes]
+    library: Path
+    stderr: Path
+
+
+@pytest.fixture(scope="session")
+def make_build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeBuild | None]:
+    """Starts `make` without waiting for it: the harness asks for this before native_lib, so the two builds
+    of the library (each one compiler process) compile side by side. None when make is not installed."""
+    if shutil.which("make") is None:
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("make")
+    library, stderr = folder / "libaccordo.so", folder / "make.stderr"
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen(
+            ["make", "-s", "-C", str(SOURCE_DIR), f"OUT={library}", f"CUDA_HOME={cuda_home()}"],
+            stdout=subprocess.DEVNULL, stderr=sink,
+        )  # fmt: skip
+    yield MakeBuild(process, library, stderr)
+    if process.poll() is None:  # the test did not run (deselected): stop it
+        process.kill()
+    process.wait()
+
+
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory, native_lib: Path) -> Path:
+def harness(tmp_path_factory: pytest.TempPathFactory, make_build: MakeBuild | None, native_lib: Path) -> Path:
     out = tmp_path_factory.mktemp("harness") / "harness"
     home = cuda_home()
     cmd = [
@@ -252,17 +283,14 @@ def test_time_mode_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> No
         read_timing(out)
 
 
-def test_make_builds_too(tmp_path: Path) -> None:
-    if shutil.which("make") is None:
+def test_make_builds_too(make_build: MakeBuild | None) -> None:
+    if make_build is None:
         pytest.skip("make is not installed")
-    out = tmp_path / "libaccordo.so"
-    proc = subprocess.run(
-        ["make", "-s", "-C", str(SOURCE_DIR), f"OUT={out}", f"CUDA_HOME={cuda_home()}"],
-        capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert out.is_file()
-    assert "warning" not in proc.stderr
+    returncode = make_build.process.wait(timeout=300)
+    stderr = make_build.stderr.read_text()
+    assert returncode == 0, stderr
+    assert make_build.library.is_file()
+    assert "warning" not in stderr
 
 
 CUBIN = HERE.parent / "fixtures" / "cubin" / "two_kernels.cubin"
