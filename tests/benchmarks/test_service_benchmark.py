@@ -67,6 +67,7 @@ def test_trials_pool_into_one_phase_whose_percentiles_see_every_stall() -> None:
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.alone  # Redis database 13 is the benchmark's, and it measures the machine's load
 def test_a_tiny_run_writes_the_figures(tmp_path: Path) -> None:
     if not (_listening(5432) and _listening(6379)):
         pytest.fail(

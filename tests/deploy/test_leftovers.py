@@ -8,8 +8,13 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "leftovers"
+
+# what other tests make in /tmp and podman meanwhile would be found (and removed) as this run's
+pytestmark = pytest.mark.alone
 
 
 def leftovers(checkout: Path, action: str, folder: Path) -> subprocess.CompletedProcess[str]:

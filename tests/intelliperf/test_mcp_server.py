@@ -43,6 +43,7 @@ from tests.service.conftest import (
     serve,
     wait_for,
 )
+from tests.support.parallel import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "transpose_bank"
@@ -219,12 +220,6 @@ def test_live_runs_without_a_gpu_are_error_results_that_say_so() -> None:
         assert "NoGpuError: `intelliperf` would exit 3" in text_of(result)
     # Accordo's own checks of its options, before anything runs
     assert bad.is_error and "alpha must be between 0 and 0.5" in text_of(bad)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -48,6 +48,7 @@ def nothing_wrong(outcome: Outcome) -> None:
     assert outcome.failures() == {}, outcome
 
 
+@pytest.mark.alone  # it reads every Redis database and every process: other tests' would be found too
 def test_a_job_that_reads_everything_it_can_gets_no_credential_and_claims_nothing(stack: Stack) -> None:
     if os.geteuid() == 0 and unprivileged_python() is None:
         pytest.skip(

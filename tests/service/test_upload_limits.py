@@ -174,6 +174,7 @@ def test_the_checking_processes_end_with_a_killed_api_process(
         wait_for(lambda: not alive(child), timeout=10, interval=0.05)
 
 
+@pytest.mark.alone  # a latency bound: no other test's load beside it
 def test_health_answers_while_eight_bombs_are_checked(live: LiveService, db: Database, bomb: bytes) -> None:
     """Eight concurrent bombs from four tokens (two each: within the default limits, so all are taken and
     checked one after another): /healthz answers within 250 ms at the 99th percentile while the checks

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import dspy
@@ -11,6 +10,7 @@ import pytest
 from intelliperf.contract import LlmSettings
 from intelliperf.errors import LlmError
 from intelliperf.llm.client import check_credentials, make_lm, usage_of_last_call
+from tests.support.parallel import free_port
 from tests.support.scripted_llm import Failure, ScriptedLLM, dspy_reply
 
 KEY = "sk-scripted-0123456789"
@@ -25,12 +25,6 @@ class Echo(dspy.Signature):
 
 def settings(api_base: str | None, **kw) -> LlmSettings:
     return LlmSettings(model="scripted", provider="openai", api_base=api_base, **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_missing_key_names_the_variables_not_a_value(monkeypatch: pytest.MonkeyPatch) -> None:

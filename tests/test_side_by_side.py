@@ -1,0 +1,32 @@
+"""How scripts/test deals tests to its two workers (tests/support/side_by_side.py)."""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+import pytest
+
+from tests.support.side_by_side import scope_of, turn
+
+
+def test_the_service_tests_share_one_worker_and_the_native_builds_another() -> None:
+    service = scope_of("tests/service/test_faults.py::test_x")
+    assert service == scope_of("tests/service/test_api_jobs.py::t[1]")
+    assert scope_of("tests/accordo/test_native_cpu.py::a") == scope_of("tests/profiler/test_build.py::b")
+    assert scope_of("tests/deploy/test_service_image.py::a") == scope_of("tests/worker/test_container.py::b")
+    assert scope_of("tests/formulas/test_occupancy.py::a") == "tests/formulas/test_occupancy.py"
+    assert scope_of("tests/formulas/test_occupancy.py::a") != scope_of("tests/formulas/test_base.py::a")
+    assert scope_of("tests/test_service_x.py::a") != service
+
+
+def test_a_test_that_runs_alone_waits_for_the_others(tmp_path: Path) -> None:
+    lock = tmp_path / "tests.lock"
+    with turn(tmp_path, alone=False), lock.open("a") as tests:
+        # another worker's test holds the shared lock: an exclusive one cannot be had meanwhile
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(tests, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(tests, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a second shared one can
+        fcntl.flock(tests, fcntl.LOCK_UN)
+    with turn(tmp_path, alone=True), lock.open("a") as tests, pytest.raises(BlockingIOError):
+        fcntl.flock(tests, fcntl.LOCK_SH | fcntl.LOCK_NB)
