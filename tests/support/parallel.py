@@ -20,12 +20,14 @@ def worker_share() -> tuple[int, int]:
 
 def free_port() -> int:
     """A TCP port of 127.0.0.1 that nothing listens on now, for a server started next. Each worker takes
-    only the ports whose number modulo the count of workers is its index, so two workers are never handed
-    the same port in the moment before the first one's server takes it."""
+    only its share of the ports the system hands out, so two workers are never handed the same port in the
+    moment before the first one's server takes it. The share goes by half the port's number, not by the
+    number itself: Linux hands a bind to port 0 odd ports first (even ones go to outgoing connections), so a
+    worker taking the even ports would wait for the odd ones to run out."""
     index, count = worker_share()
     while True:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-        if port % count == index:
+        if port // 2 % count == index:
             return port
