@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.parallel import free_port
 from tests.support.side_by_side import scope_of, turn
 
 
@@ -30,3 +32,15 @@ def test_a_test_that_runs_alone_waits_for_the_others(tmp_path: Path) -> None:
         fcntl.flock(tests, fcntl.LOCK_UN)
     with turn(tmp_path, alone=True), lock.open("a") as tests, pytest.raises(BlockingIOError):
         fcntl.flock(tests, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+def test_each_worker_gets_ports_of_its_own_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whichever ports the system prefers to hand out (Linux: odd ones), each worker finds its own quickly."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    ports: dict[str, set[int]] = {}
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        started = time.monotonic()
+        ports[worker] = {free_port() for _ in range(200)}
+        assert time.monotonic() - started < 10, worker
+    assert not ports["gw0"] & ports["gw1"]
