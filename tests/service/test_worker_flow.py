@@ -146,7 +146,7 @@ def sleeper() -> str:
 def test_a_worker_killed_mid_job_gets_its_job_retried_elsewhere(live: LiveService, tmp_path: Path) -> None:
     with live.client() as client:
         with celery_worker(live.settings, "w-doomed", tmp_path / "doomed.log") as doomed:
-            job_id = submit(client, {**REPLAY_SPEC, "build_command": "sleep 8"})
+            job_id = submit(client, {**REPLAY_SPEC, "build_command": "sleep 4"})
             wait_for(lambda: job(client, job_id)["status"] == "running", timeout=30)
             os.killpg(doomed.pid, signal.SIGKILL)
             doomed.wait()
@@ -173,7 +173,7 @@ def test_a_worker_restarted_under_the_same_name_does_not_keep_the_dead_run_alive
     upgrade(settings.resolved_database_url)
     with serve(settings) as live, live.client() as client:
         with celery_worker(live.settings, "w-same", tmp_path / "first.log") as first:
-            job_id = submit(client, {**REPLAY_SPEC, "build_command": "sleep 8"})
+            job_id = submit(client, {**REPLAY_SPEC, "build_command": "sleep 4"})
             wait_for(lambda: job(client, job_id)["status"] == "running", timeout=30)
             os.killpg(first.pid, signal.SIGKILL)
             first.wait()
