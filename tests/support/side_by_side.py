@@ -25,19 +25,36 @@ SCOPES = {
     "tests/worker/test_container.py": "podman",
 }
 """Test files that one worker runs one after another; every other file is a scope of its own, except the
-service tests (below)."""
+Redis tests (below)."""
 
-SERVICE = "tests/service/"
-"""The service tests take their Redis database numbers from one sequence of tests/service/conftest.py, held
-per process: they run on one worker, one after another, so no two of them flush the same number."""
+REDIS = frozenset(
+    {
+        "tests/service/test_faults.py",
+        "tests/service/test_metrics_health.py",
+        "tests/service/test_worker_flow.py",
+    }
+)
+"""The test files whose tests take a Redis database number (tests/service/conftest.py's redis_url): the
+numbers come from one sequence, held per process, so these files run on one worker, one after another, and
+no two of their tests flush the same number. pytest_collection_modifyitems refuses a file missing here."""
 
 
 def scope_of(nodeid: str) -> str:
     """The scope (the worker's unit of work) of a test, by its node id."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith(SERVICE):
-        return SERVICE
+    if path in REDIS:
+        return "redis"
     return SCOPES.get(path, path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test taking a Redis database number outside REDIS' files could share a number with one of them."""
+    strays = sorted(
+        {item.nodeid.split("::", 1)[0] for item in items if "redis_url" in getattr(item, "fixturenames", ())}
+        - REDIS
+    )
+    if strays:
+        raise pytest.UsageError(f"{', '.join(strays)}: Redis tests; add them to REDIS in {__file__}")
 
 
 @pytest.hookimpl(optionalhook=True)
