@@ -623,11 +623,14 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     from accordo.capture import read_capture
-    from profiler.trace import read_trace
+    from profiler.trace import LAUNCHES_SUFFIX, read_native_trace, read_trace
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--capture", type=Path, required=True, help="Accordo capture file")
-    parser.add_argument("--trace", type=Path, required=True, help="Accordo trace (grid, block, smem)")
+    parser.add_argument(
+        "--trace", type=Path, required=True,
+        help="Accordo trace (grid, block, smem): the tracer's, or a recording's trace.jsonl",
+    )  # fmt: skip
     parser.add_argument("--kernel", required=True, help="mangled kernel name")
     parser.add_argument("--ref", type=Path, required=True, help="reference CUDA source")
     parser.add_argument("--cand", type=Path, required=True, help="candidate CUDA source")
@@ -638,7 +641,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     launches = read_capture(args.capture).for_kernel(args.kernel)
-    traced = [t for t in read_trace(args.trace) if args.kernel in (t.name, t.demangled)]
+    native = Path(f"{args.trace}{LAUNCHES_SUFFIX}").is_file()
+    every = read_native_trace(args.trace).launches() if native else read_trace(args.trace)
+    named = (t for t in every if args.kernel in (t.name, t.demangled))
+    traced = sorted(named, key=lambda t: (t.start, t.corr))
     if len(launches) <= args.launch or len(traced) <= args.launch:
         parser.error(f"launch {args.launch} of {args.kernel} is not in both the capture and the trace")
     launch, shape = launches[args.launch], traced[args.launch]

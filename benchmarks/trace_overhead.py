@@ -10,6 +10,11 @@ set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's 
 
     python -m benchmarks.trace_overhead [--rounds 10] [--only full,libaccordo] [--apps probe_app]
         [--old-native DIR] [--variant NAME=CXXFLAGS] [--out trace_overhead.json]
+        [--thirdparty .thirdparty --programs hecbench-kernellaunch,hecbench-histogram]
+
+--thirdparty adds programs of benchmarks/thirdparty/manifest.json (fetched into that folder, built with
+their own build lines) to the applications; under libaccordo, ``parse_ms`` is what reading the trace and
+ranking its kernels costs afterwards (profiler.trace), outside the application's wall time.
 
 --old-native builds libaccordo from other sources too (e.g. a previous commit's profiler/native);
 --variant builds the current sources with extra flags (-DACCORDO_DEVICE_BUFFER_BYTES=262144).
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,14 +34,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from profiler.trace import LAUNCHES_SUFFIX, read_native_trace, read_trace, summarize, summarize_tables
+
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_HOME = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
-# (name, working directory, binary); "probe_app" is benchmarks/trace_probe_app.cu, built into the
+NATIVE = ROOT / "profiler" / "native"
+# (name, working directory, command); "probe_app" is benchmarks/trace_probe_app.cu, built into the
 # temporary directory.
-APPS = [
-    ("probe_app", None, "probe_app"),
-    ("atomic_reduction", ROOT / "examples" / "atomic_reduction", "bin/atomic_reduction_fixed"),
-    ("transpose_bank", ROOT / "examples" / "transpose_bank", "bin/transpose"),
+APPS: list[tuple[str, Path | None, list[str]]] = [
+    ("probe_app", None, ["./probe_app"]),
+    ("atomic_reduction", ROOT / "examples" / "atomic_reduction", ["./bin/atomic_reduction_fixed"]),
+    ("transpose_bank", ROOT / "examples" / "transpose_bank", ["./bin/transpose"]),
 ]
 
 # name -> (library key, extra environment); library None is the plain run.
@@ -81,7 +90,7 @@ def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[
             "make",
             "-s",
             "-C",
-            str(ROOT / "accordo" / "native"),
+            str(NATIVE),
             f"OUT={libs['accordo']}",
             f"CUDA_HOME={CUDA_HOME}",
         ],
@@ -89,7 +98,7 @@ def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[
     )
     for name, flags in variants.items():  # libaccordo from the current sources with extra compiler flags
         libs[f"accordo[{name}]"] = out / f"libaccordo_{name}.so"
-        make = ["make", "-s", "-C", str(ROOT / "accordo" / "native"), f"OUT={libs[f'accordo[{name}]']}"]
+        make = ["make", "-s", "-C", str(NATIVE), f"OUT={libs[f'accordo[{name}]']}"]
         env = {
             **os.environ,
             "CXXFLAGS": f"-O2 {flags}",
@@ -103,6 +112,38 @@ def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[
     nvcc = [str(CUDA_HOME / "bin" / "nvcc"), "-O2", "-std=c++17", "-arch=sm_90", "-cudart", "static"]
     subprocess.run([*nvcc, "-o", str(out / "probe_app"), str(app)], check=True)
     return libs
+
+
+def thirdparty_apps(sources: Path, names: list[str], scratch: Path) -> list[tuple[str, Path, list[str]]]:
+    """Third-party programs copied into ``scratch`` and built with their own build lines."""
+    from benchmarks.thirdparty import command, load_fetch
+
+    programs = {p.name: p for p in load_fetch().read_manifest()}
+    apps = []
+    for name in names:
+        program = programs[name]
+        project = scratch / name
+        shutil.copytree(sources / name, project)
+        if program.build:
+            subprocess.run(program.build, shell=True, cwd=project, check=True, capture_output=True)
+        apps.append((name, project, command(program.run)))
+    return apps
+
+
+def read_traces(traces: list[Path]) -> dict:
+    """What reading the traces and ranking their kernels costs (a native trace of version 2 has its launch
+    records beside it; the old tracer's is JSON Lines of version 1); the files are removed."""
+    began = time.perf_counter()
+    native = [path for path in traces if Path(f"{path}{LAUNCHES_SUFFIX}").is_file()]
+    tables = [read_native_trace(path) for path in native]
+    summarize_tables(tables)
+    launches = [launch for path in traces if path not in native for launch in read_trace(path)]
+    summarize(launches)
+    parse_ms = (time.perf_counter() - began) * 1e3
+    for path in traces:
+        path.unlink()
+        Path(f"{path}{LAUNCHES_SUFFIX}").unlink(missing_ok=True)
+    return {"parse_ms": parse_ms, "launches": len(launches) + sum(len(t) for t in tables)}
 
 
 def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
@@ -169,6 +210,8 @@ def main() -> int:
     parser.add_argument(
         "--apps", default=None, help="comma-separated: probe_app, atomic_reduction, transpose_bank"
     )
+    parser.add_argument("--thirdparty", type=Path, default=None, help="fetched third-party sources")
+    parser.add_argument("--programs", default="", help="comma-separated third-party program names")
     args = parser.parse_args()
     subprocess.run(["make", "-C", str(ROOT / "examples"), "-j16", "-s"], check=True)
     conditions = {
@@ -183,12 +226,14 @@ def main() -> int:
                 {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"},
             )
         apps = [a for a in APPS if not args.apps or a[0] in args.apps.split(",")]
+        if args.thirdparty is not None:
+            apps += thirdparty_apps(args.thirdparty, args.programs.split(","), Path(tmp))
         if args.old_native is None:
             conditions.pop("libaccordo_old", None)
         samples: dict[str, dict[str, list[dict]]] = {app: {c: [] for c in conditions} for app, _, _ in apps}
         rng = random.Random(7)
         for round_index in range(args.rounds + 1):
-            for app, cwd, binary in apps:
+            for app, cwd, argv in apps:
                 order = list(conditions)
                 rng.shuffle(order)
                 for name in order:
@@ -199,12 +244,15 @@ def main() -> int:
                             CUDA_INJECTION64_PATH=str(libs[lib]), ACCORDO_OUTPUT=str(Path(tmp) / "t-%p.jsonl")
                         )
                         env.update(extra)
-                    sample = run_once([f"./{binary}"], cwd or Path(tmp), env)
+                    sample = run_once(argv, cwd or Path(tmp), env)
+                    traces = sorted(Path(tmp).glob("t-*.jsonl"))
+                    if traces:
+                        sample.update(read_traces(traces))
                     if round_index > 0:  # round 0 warms caches up
                         samples[app][name].append(sample)
     summary: dict = {}
     lib_keys = ["spawn_to_load", "dlopen", "attrs", "register", "enable", "init_to_dtor", "flush", "finalize"]
-    lib_keys.append("dtor_to_reaped")
+    lib_keys += ["dtor_to_reaped", "parse_ms"]
     app_keys = ["app_spawn_to_main", "app_cuda_init", "app_alloc", "app_first_launch", "app_200_launches"]
     app_keys += ["app_free", "app_exit"]
     for app, per in samples.items():
@@ -224,7 +272,7 @@ def main() -> int:
             row["paired_extra_ms"] = round(
                 statistics.median(s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)), 3
             )
-            row["records"] = runs[0].get("records")
+            row["records"] = runs[0].get("records", runs[0].get("launches"))
             row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row

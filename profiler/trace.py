@@ -1,7 +1,11 @@
-"""Kernel timing through libaccordo's trace mode: run an application under the tracer, read the
-JSON Lines trace it writes and rank kernels by total GPU time.
+"""Kernel timing through libaccordo's trace mode: run an application under the tracer, read what it
+writes and rank kernels by total GPU time.
 
-Trace file (one per CUDA process; written to ``<path>.tmp`` and renamed when complete)::
+The tracer writes, per CUDA process, a kernel table (JSON Lines: a header, one line per kernel, the launch
+count) and 64-byte binary launch records beside it (profiler/native/FORMAT.md, version 2), read here in one
+array read: a program with tens of thousands of launches costs milliseconds to read, not a second of JSON.
+A recording of a timing pass (``read_trace``, ``summarize``) stays JSON Lines of version 1, one object per
+launch::
 
     {"accordo":"trace","version":1,"pid":1234}
     {"corr":7,"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","start":...,"end":...,
@@ -17,27 +21,54 @@ import signal
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+import numpy as np
 
 from intelliperf.contract.profile import KernelStats, stats_of
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import run_process, with_jit_cache
 
 __all__ = [
+    "LAUNCH_RECORD",
     "KernelLaunch",
+    "LaunchTable",
     "TracedRun",
     "int_field",
     "jsonl_records",
     "jsonl_text_records",
+    "read_native_trace",
     "read_trace",
     "run_traced",
     "str_field",
     "summarize",
+    "summarize_tables",
     "triple_field",
 ]
 
 TRACE_VERSION = 1
+"""The recording's JSON Lines trace (``read_trace``)."""
+NATIVE_TRACE_VERSION = 2
+"""The native tracer's kernel table and launch records (``read_native_trace``)."""
+LAUNCHES_SUFFIX = ".launches"
+LAUNCH_RECORD = np.dtype(
+    [
+        ("kernel", "<u4"),
+        ("corr", "<u4"),
+        ("start", "<u8"),
+        ("end", "<u8"),
+        ("grid", "<i4", (3,)),
+        ("block", "<i4", (3,)),
+        ("smem", "<i4"),
+        ("regs", "<u4"),
+        ("device", "<u4"),
+        ("stream", "<u4"),
+    ]
+)
+"""One kernel execution in ``<trace>.launches`` (FORMAT.md)."""
+assert LAUNCH_RECORD.itemsize == 64
 
 
 @dataclass(frozen=True)
@@ -59,14 +90,65 @@ class KernelLaunch:
         return self.end - self.start
 
 
+@dataclass(frozen=True, eq=False)
+class LaunchTable:
+    """One CUDA process's native trace: its kernels' names by id and its launch records as read."""
+
+    names: tuple[str, ...]
+    demangled: tuple[str, ...]
+    records: np.ndarray  # of LAUNCH_RECORD
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def durations(self) -> dict[str, list[int]]:
+        """Each kernel's launch durations (ns) by mangled name, in record order; kernels never launched
+        are left out."""
+        ids = self.records["kernel"]
+        spans = (self.records["end"] - self.records["start"]).astype(np.int64)
+        order = np.argsort(ids, kind="stable")
+        bounds = np.searchsorted(ids[order], np.arange(len(self.names) + 1))
+        return {
+            name: spans[order[bounds[k] : bounds[k + 1]]].tolist()
+            for k, name in enumerate(self.names)
+            if bounds[k + 1] > bounds[k]
+        }
+
+    def launches(self) -> list[KernelLaunch]:
+        """Every record as a KernelLaunch (for recordings and tests; ranking needs only ``durations``)."""
+        return [
+            KernelLaunch(
+                corr=int(r["corr"]),
+                name=self.names[r["kernel"]],
+                demangled=self.demangled[r["kernel"]],
+                start=int(r["start"]),
+                end=int(r["end"]),
+                grid=(int(r["grid"][0]), int(r["grid"][1]), int(r["grid"][2])),
+                block=(int(r["block"][0]), int(r["block"][1]), int(r["block"][2])),
+                smem=int(r["smem"]),
+                regs=int(r["regs"]),
+                device=int(r["device"]),
+                stream=int(r["stream"]),
+            )
+            for r in self.records
+        ]
+
+
 @dataclass(frozen=True)
 class TracedRun:
-    launches: tuple[KernelLaunch, ...]
+    tables: tuple[LaunchTable, ...]  # one per CUDA process
     stats: tuple[KernelStats, ...]
     returncode: int
     stdout: str
     stderr: str
     wall_s: float
+
+    @cached_property
+    def launches(self) -> tuple[KernelLaunch, ...]:
+        """Every launch of every process, ordered by start time."""
+        launches = [launch for table in self.tables for launch in table.launches()]
+        launches.sort(key=lambda launch: (launch.start, launch.corr))
+        return tuple(launches)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -180,6 +262,70 @@ def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
     launches = [_launch(record, where) for where, record in records]
     launches.sort(key=lambda launch: (launch.start, launch.corr))
     return launches
+
+
+def read_native_trace(path: str | os.PathLike[str]) -> LaunchTable:
+    """The native tracer's kernel table at ``path`` and the launch records beside it
+    (``<path>.launches``).
+
+    Raises ProfileError when either is missing or malformed, when the table's kernel ids are not 0, 1, ...
+    in order, when the records are not the number the table's last line gives, or when a record names a
+    kernel the table lacks or ends before it starts.
+    """
+    path = Path(path)
+    header, lines = jsonl_records(path, "trace", NATIVE_TRACE_VERSION)
+    if header.get("record_bytes") != LAUNCH_RECORD.itemsize:
+        raise ProfileError(
+            f"{path}: launch records of {header.get('record_bytes')!r} bytes; this reader knows "
+            f"{LAUNCH_RECORD.itemsize}"
+        )
+    closing = lines[-1][1] if lines else None
+    if not isinstance(closing, dict) or "launches" not in closing:
+        raise ProfileError(f"{path} has no closing line with the launch count; the trace is incomplete")
+    count = int_field(closing, "launches", lines[-1][0])
+    names: list[str] = []
+    demangled: list[str] = []
+    for where, line in lines[:-1]:
+        if not isinstance(line, dict):
+            raise ProfileError(f"{where}: expected a JSON object")
+        if int_field(line, "kernel", where) != len(names):
+            raise ProfileError(f"{where}: kernel id {line['kernel']} where {len(names)} comes next")
+        names.append(str_field(line, "name", where))
+        demangled.append(str_field(line, "demangled", where))
+    launches_path = Path(f"{path}{LAUNCHES_SUFFIX}")
+    try:
+        data = launches_path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"the launch records {launches_path} do not exist") from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read the launch records {launches_path}: {exc}") from exc
+    if len(data) != count * LAUNCH_RECORD.itemsize:
+        raise ProfileError(
+            f"{launches_path} holds {len(data)} bytes where {count} launch records of "
+            f"{LAUNCH_RECORD.itemsize} bytes were written"
+        )
+    records = np.frombuffer(data, dtype=LAUNCH_RECORD)
+    if count and int(records["kernel"].max()) >= len(names):
+        raise ProfileError(f"{launches_path}: a record names kernel {int(records['kernel'].max())}, "
+                           f"the table has {len(names)}")  # fmt: skip
+    backwards = np.flatnonzero(records["end"] < records["start"])
+    if backwards.size:
+        first = int(backwards[0])
+        raise ProfileError(f"{launches_path}: record {first} ends at {int(records['end'][first])}, "
+                           f"before its start {int(records['start'][first])}")  # fmt: skip
+    return LaunchTable(names=tuple(names), demangled=tuple(demangled), records=records)
+
+
+def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
+    """Per-kernel statistics over every process's launches (grouped by mangled name), hottest first."""
+    durations: dict[str, list[int]] = {}
+    demangled: dict[str, str] = {}
+    for table in tables:
+        for name, values in table.durations().items():
+            durations.setdefault(name, []).extend(values)
+        for name, shown in zip(table.names, table.demangled, strict=True):
+            demangled.setdefault(name, shown)
+    return stats_of(durations, demangled)
 
 
 def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
@@ -355,12 +501,15 @@ def run_traced(
     killed by a signal or times out (the whole process group is killed), and ProfileError when it ran
     but no trace was written or no kernel was seen.
     """
-    run = run_jsonl_mode(cmd, "trace", read_trace, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
-    launches: list[KernelLaunch] = run.records
+    run = run_jsonl_mode(
+        cmd, "trace", lambda path: [read_native_trace(path)], cwd=cwd, env=env, timeout_s=timeout_s,
+        library=library,
+    )  # fmt: skip
+    tables: list[LaunchTable] = run.records
     notes = accordo_messages(run.app.stderr)
     if not run.completed and run.partial:
         raise ProfileError(f"the trace was not completed: {NO_EXIT_HANDLERS}", log_tail=notes or None)
-    if not launches:
+    if not any(len(table) for table in tables):
         why = (
             "CUDA never loaded the tracer (the program did not initialize CUDA, or no NVIDIA driver "
             "is present)"
@@ -372,10 +521,9 @@ def run_traced(
             log_tail=notes or None,
             hint="run the program with a GPU workload; check that it uses CUDA on this machine",
         )
-    launches.sort(key=lambda launch: (launch.start, launch.corr))
     return TracedRun(
-        launches=tuple(launches),
-        stats=tuple(summarize(launches)),
+        tables=tuple(tables),
+        stats=tuple(summarize_tables(tables)),
         returncode=0,
         stdout=run.app.stdout,
         stderr=run.app.stderr,

@@ -98,6 +98,15 @@ void JsonlWriter::write_line(const std::string& line) {
   }
 }
 
+void JsonlWriter::write_bytes(const void* data, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (file_ == nullptr || failed_) return;
+  if (std::fwrite(data, 1, size, file_) != size) {
+    failed_ = true;
+    log_error("writing %s failed: %s", tmp_path_.c_str(), std::strerror(errno));
+  }
+}
+
 bool JsonlWriter::publish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (file_ == nullptr) return false;

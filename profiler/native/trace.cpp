@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -17,7 +18,33 @@ namespace accordo {
 
 namespace {
 
-JsonlWriter* g_writer = nullptr;  // leaked on purpose: must outlive static destructors at exit
+// One kernel execution in <output>.launches (FORMAT.md): 64 bytes, little-endian on every supported host.
+struct LaunchRecord {
+  uint32_t kernel;  // line number in the kernel table, from 0
+  uint32_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  int32_t grid[3];
+  int32_t block[3];
+  int32_t shared_memory;
+  uint32_t registers;
+  uint32_t device;
+  uint32_t stream;
+};
+static_assert(sizeof(LaunchRecord) == 64, "the launch record is 64 bytes (FORMAT.md)");
+
+// Written from the sink only (CUPTI's buffer thread, or the thread that flushes), under `mutex`.
+struct State {
+  JsonlWriter kernels;   // <output>: header, one line per kernel, the closing line
+  JsonlWriter launches;  // <output>.launches
+  std::mutex mutex;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::string last_name;  // most records repeat the kernel of the record before
+  uint32_t last_id = 0;
+  uint64_t count = 0;
+};
+
+State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
 bool g_stats = false;
 uint64_t g_start_ns = 0;  // trace_start's own duration (steady_clock), for ACCORDO_STATS
 
@@ -29,51 +56,40 @@ uint64_t now_ns() {
 
 double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
-const std::string& demangled_name(const char* name) {
-  static std::mutex mutex;
-  static auto* cache = new std::unordered_map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache->find(name);
-  if (it == cache->end()) it = cache->emplace(name, demangle(name)).first;
-  return it->second;  // references into an unordered_map stay valid across inserts
-}
-
-void append_triple(std::string& line, const int32_t (&values)[3]) {
-  line += '[';
-  for (int i = 0; i < 3; ++i) {
-    if (i > 0) line += ',';
-    line += std::to_string(values[i]);
+// The kernel's id, writing its table line (with the demangled name) the first time it is seen.
+uint32_t kernel_id(const char* name) {
+  if (g->count > 0 && g->last_name == name) return g->last_id;
+  auto it = g->ids.find(name);
+  if (it == g->ids.end()) {
+    const uint32_t id = static_cast<uint32_t>(g->ids.size());
+    it = g->ids.emplace(name, id).first;
+    std::string line = "{\"kernel\":" + std::to_string(id) + ",\"name\":";
+    append_json_string(line, name);
+    line += ",\"demangled\":";
+    append_json_string(line, demangle(name));
+    line += '}';
+    g->kernels.write_line(line);
   }
-  line += ']';
+  g->last_name = name;
+  g->last_id = it->second;
+  return it->second;
 }
 
 void write_record(const KernelRecord& r) {
-  std::string line;
-  line.reserve(256);
-  line += "{\"corr\":";
-  line += std::to_string(r.correlation_id);
-  line += ",\"name\":";
-  append_json_string(line, r.name);
-  line += ",\"demangled\":";
-  append_json_string(line, demangled_name(r.name));
-  line += ",\"start\":";
-  line += std::to_string(r.start_ns);
-  line += ",\"end\":";
-  line += std::to_string(r.end_ns);
-  line += ",\"grid\":";
-  append_triple(line, r.grid);
-  line += ",\"block\":";
-  append_triple(line, r.block);
-  line += ",\"smem\":";
-  line += std::to_string(r.shared_memory);
-  line += ",\"regs\":";
-  line += std::to_string(r.registers);
-  line += ",\"device\":";
-  line += std::to_string(r.device);
-  line += ",\"stream\":";
-  line += std::to_string(r.stream);
-  line += '}';
-  g_writer->write_line(line);
+  std::lock_guard<std::mutex> lock(g->mutex);
+  LaunchRecord record{};
+  record.kernel = kernel_id(r.name);
+  record.correlation_id = r.correlation_id;
+  record.start_ns = r.start_ns;
+  record.end_ns = r.end_ns;
+  std::memcpy(record.grid, r.grid, sizeof(record.grid));
+  std::memcpy(record.block, r.block, sizeof(record.block));
+  record.shared_memory = static_cast<int32_t>(r.shared_memory);
+  record.registers = r.registers;
+  record.device = r.device;
+  record.stream = r.stream;
+  g->launches.write_bytes(&record, sizeof(record));
+  ++g->count;
 }
 
 }  // namespace
@@ -81,23 +97,38 @@ void write_record(const KernelRecord& r) {
 bool trace_start(const Config& config) {
   const uint64_t t0 = now_ns();
   g_stats = config.stats;
-  g_writer = new JsonlWriter();
-  if (!g_writer->open(config.output)) return false;
-  g_writer->write_line("{\"accordo\":\"trace\",\"version\":1,\"pid\":" + std::to_string(getpid()) + "}");
+  g = new State();
+  if (!g->kernels.open(config.output)) return false;
+  if (!g->launches.open(config.output + ".launches")) {
+    g->kernels.discard();
+    return false;
+  }
+  g->kernels.write_line("{\"accordo\":\"trace\",\"version\":2,\"pid\":" + std::to_string(getpid()) +
+                        ",\"record_bytes\":" + std::to_string(sizeof(LaunchRecord)) + "}");
   if (activity_start(write_record)) {
     g_start_ns = now_ns() - t0;
     return true;
   }
-  g_writer->discard();
+  g->launches.discard();
+  g->kernels.discard();
   return false;
 }
 
 void trace_finish() {
-  if (g_writer == nullptr || !g_writer->is_open()) return;
+  if (g == nullptr || !g->kernels.is_open()) return;
   const uint64_t t0 = now_ns();
   activity_flush();
   const uint64_t t1 = now_ns();
-  g_writer->publish();
+  {
+    std::lock_guard<std::mutex> lock(g->mutex);
+    g->kernels.write_line("{\"launches\":" + std::to_string(g->count) + "}");
+  }
+  // the launch records first: a published kernel table means both files are complete
+  if (!g->launches.publish()) {
+    g->kernels.discard();
+    return;
+  }
+  g->kernels.publish();
   const uint64_t t2 = now_ns();
   if (g_stats) {
     const ActivityStats a = activity_stats();

@@ -78,7 +78,8 @@ def test_header_only_trace_means_no_kernels(native_lib: Path, tmp_path: Path) ->
         """
         import os
         out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(os.getpid()))
-        open(out, "w").write('{"accordo":"trace","version":1,"pid":1}\\n')
+        open(out + ".launches", "wb").close()
+        open(out, "w").write('{"accordo":"trace","version":2,"pid":1,"record_bytes":64}\\n{"launches":0}\\n')
         """,
     )
     with pytest.raises(ProfileError, match="launched no kernel"):
@@ -91,7 +92,7 @@ def test_unfinished_trace(native_lib: Path, tmp_path: Path) -> None:
         """
         import os
         out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(os.getpid()))
-        open(out + ".tmp", "w").write('{"accordo":"trace","version":1,"pid":1}\\n')
+        open(out + ".tmp", "w").write('{"accordo":"trace","version":2,"pid":1,"record_bytes":64}\\n')
         """,
     )
     with pytest.raises(ProfileError, match="not completed"):
@@ -102,14 +103,17 @@ def test_traced_happy_path_merges_processes(native_lib: Path, tmp_path: Path) ->
     cmd = script(
         tmp_path,
         """
-        import json, os, subprocess
+        import json, os, struct
         def trace(pid, corr, start):
+            # as libaccordo writes it (FORMAT.md): the launch records, then the kernel table
             out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(pid))
-            rec = dict(corr=corr, name="_Z1kv", demangled="k()", start=start, end=start + 100,
-                       grid=[1, 1, 1], block=[32, 1, 1], smem=0, regs=8, device=0, stream=7)
+            with open(out + ".launches", "wb") as f:
+                shape = (1, 1, 1, 32, 1, 1, 0, 8, 0, 7)
+                f.write(struct.pack("<IIQQ3i3iiIII", 0, corr, start, start + 100, *shape))
             with open(out + ".tmp", "w") as f:
-                f.write(json.dumps(dict(accordo="trace", version=1, pid=pid)) + "\\n")
-                f.write(json.dumps(rec) + "\\n")
+                f.write(json.dumps(dict(accordo="trace", version=2, pid=pid, record_bytes=64)) + "\\n")
+                f.write(json.dumps(dict(kernel=0, name="_Z1kv", demangled="k()")) + "\\n")
+                f.write(json.dumps(dict(launches=1)) + "\\n")
             os.replace(out + ".tmp", out)
         trace(os.getpid(), 1, 500)
         trace(os.getpid() + 100000, 1, 100)  # a second CUDA process

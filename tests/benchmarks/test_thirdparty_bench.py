@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks.thirdparty import command, summarize, within_timing_target
+from benchmarks.thirdparty import command, kept_rows, rounds_for, summarize, within_timing_target
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,27 @@ def test_the_figures_are_medians_and_maxima_of_the_measured_programs() -> None:
 def test_a_leading_python3_is_this_python() -> None:
     assert command(("python3", "bench.py", "-x")) == [sys.executable, "bench.py", "-x"]
     assert command(("./main", "100")) == ["./main", "100"]
+
+
+def test_a_program_longer_than_5_s_gets_3_rounds_at_most() -> None:
+    assert rounds_for(5.0, 5) == 5 and rounds_for(5.001, 5) == 3 and rounds_for(9.0, 2) == 2
+
+
+def test_rows_from_an_earlier_run_keep_what_was_not_measured_now_in_manifest_order() -> None:
+    earlier = [
+        {"name": "nanogpt-compiled", "plain_s": 20.0},
+        {"name": "hecbench-histogram", "plain_s": 0.6},
+        {"name": "hecbench-sort", "plain_s": 3.0},
+    ]
+    now = [
+        {"name": "hecbench-sort", "plain_s": 1.0},
+        {"name": "nanogpt-compiled", "error": "not started: --budget-s ran out"},
+        {"name": "hecbench-mandelbrot", "error": "make exited 2"},
+    ]
+    rows = kept_rows(earlier, now)
+    assert [(r["name"], r.get("plain_s")) for r in rows] == [
+        ("hecbench-histogram", 0.6),
+        ("hecbench-sort", 1.0),
+        ("hecbench-mandelbrot", None),
+        ("nanogpt-compiled", 20.0),
+    ]

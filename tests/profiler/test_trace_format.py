@@ -1,14 +1,26 @@
-"""read_trace and summarize on hand-written JSON Lines traces (format: profiler/native/FORMAT.md)."""
+"""The trace readers on hand-written traces (format: profiler/native/FORMAT.md): read_trace and summarize on
+recordings (JSON Lines, version 1), read_native_trace and summarize_tables on the native tracer's kernel table
+and binary launch records (version 2)."""
 
 from __future__ import annotations
 
 import json
+import re
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from intelliperf.errors import ProfileError
-from profiler.trace import KernelLaunch, read_trace, summarize
+from profiler.trace import (
+    LAUNCH_RECORD,
+    KernelLaunch,
+    read_native_trace,
+    read_trace,
+    summarize,
+    summarize_tables,
+)
 
 HEADER = {"accordo": "trace", "version": 1, "pid": 42}
 
@@ -126,3 +138,93 @@ def test_summarize_tie_breaks_by_name() -> None:
     a = KernelLaunch(1, "b", "b", 0, 5, (1, 1, 1), (1, 1, 1), 0, 0, 0, 0)
     b = KernelLaunch(2, "a", "a", 0, 5, (1, 1, 1), (1, 1, 1), 0, 0, 0, 0)
     assert [s.name for s in summarize([a, b])] == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The native tracer's kernel table and binary launch records (version 2)
+
+NATIVE_HEADER = {"accordo": "trace", "version": 2, "pid": 42, "record_bytes": 64}
+
+
+def native_trace(
+    path: Path,
+    kernels: list[str],
+    launches: list[tuple[int, int, int, int]],
+    *,
+    count: int | None = None,
+    header: dict[str, object] = NATIVE_HEADER,
+) -> Path:
+    """A kernel table of ``kernels`` and records (kernel id, corr, start, end), as libaccordo writes them."""
+    lines = [json.dumps(header)]
+    lines += [json.dumps({"kernel": i, "name": n, "demangled": n + "()"}) for i, n in enumerate(kernels)]
+    lines.append(json.dumps({"launches": len(launches) if count is None else count}))
+    path.write_text("\n".join(lines) + "\n")
+    records = np.zeros(len(launches), dtype=LAUNCH_RECORD)
+    for i, (kernel, corr, start, end) in enumerate(launches):
+        records[i] = (kernel, corr, start, end, (8, 2, 1), (128, 1, 1), 528, 40, 0, 7)
+    Path(f"{path}.launches").write_bytes(records.tobytes())
+    return path
+
+
+def test_a_launch_record_is_64_little_endian_bytes_at_the_documented_offsets(tmp_path: Path) -> None:
+    path = native_trace(tmp_path / "t.jsonl", ["a"], [(0, 7, 1000, 1500)])
+    raw = Path(f"{path}.launches").read_bytes()
+    assert len(raw) == 64
+    assert struct.unpack_from("<IIQQ3i3iiIII", raw) == (0, 7, 1000, 1500, 8, 2, 1, 128, 1, 1, 528, 40, 0, 7)
+
+
+def test_native_trace_durations_and_launches_by_kernel(tmp_path: Path) -> None:
+    path = native_trace(
+        tmp_path / "t.jsonl", ["a", "b", "never"], [(1, 3, 300, 350), (0, 1, 100, 250), (0, 2, 400, 410)]
+    )
+    table = read_native_trace(path)
+    assert len(table) == 3 and table.durations() == {"a": [150, 10], "b": [50]}
+    first = sorted(table.launches(), key=lambda x: x.start)[0]
+    assert first == KernelLaunch(1, "a", "a()", 100, 250, (8, 2, 1), (128, 1, 1), 528, 40, 0, 7)
+    (a, b) = summarize_tables([table, table])
+    assert (a.name, a.launches, a.total_ns, a.median_ns, a.demangled) == ("a", 4, 320, 80.0, "a()")
+    assert (b.name, b.launches, b.total_ns) == ("b", 2, 100)
+
+
+def test_a_native_trace_without_launches_is_empty(tmp_path: Path) -> None:
+    table = read_native_trace(native_trace(tmp_path / "t.jsonl", [], []))
+    assert len(table) == 0 and table.durations() == {} and summarize_tables([table]) == []
+
+
+@pytest.mark.parametrize(
+    ("kernels", "launches", "count", "header", "message"),
+    [
+        (["a"], [(0, 1, 0, 10)], 2, NATIVE_HEADER, "holds 64 bytes where 2 launch records"),
+        (["a"], [(1, 1, 0, 10)], None, NATIVE_HEADER, "names kernel 1, the table has 1"),
+        (["a"], [(0, 1, 0, 10), (0, 2, 20, 19)], None, NATIVE_HEADER, "record 1 ends at 19, before its"),
+        (["a"], [], None, {**NATIVE_HEADER, "record_bytes": 48}, "launch records of 48 bytes"),
+        (["a"], [], None, {**NATIVE_HEADER, "version": 1}, "of version 1"),
+    ],
+)
+def test_a_malformed_native_trace_is_refused_with_what_is_wrong(
+    tmp_path: Path,
+    kernels: list[str],
+    launches: list[tuple[int, int, int, int]],
+    count: int | None,
+    header: dict[str, object],
+    message: str,
+) -> None:
+    path = native_trace(tmp_path / "t.jsonl", kernels, launches, count=count, header=header)
+    with pytest.raises(ProfileError, match=re.escape(message)):
+        read_native_trace(path)
+
+
+def test_an_unfinished_native_trace_is_refused(tmp_path: Path) -> None:
+    path = native_trace(tmp_path / "t.jsonl", ["a"], [(0, 1, 0, 10)])
+    path.write_text("\n".join(path.read_text().splitlines()[:-1]) + "\n")  # no closing line
+    with pytest.raises(ProfileError, match="no closing line with the launch count"):
+        read_native_trace(path)
+    Path(f"{path}.launches").unlink()
+    path.write_text(path.read_text() + json.dumps({"launches": 1}) + "\n")
+    with pytest.raises(ProfileError, match=r"launch records .* do not exist"):
+        read_native_trace(path)
+    skipped = native_trace(tmp_path / "u.jsonl", ["a", "b"], [])
+    lines = skipped.read_text().splitlines()
+    skipped.write_text("\n".join([lines[0], lines[2], lines[3]]) + "\n")  # kernel 1 without kernel 0
+    with pytest.raises(ProfileError, match="kernel id 1 where 0 comes next"):
+        read_native_trace(skipped)
