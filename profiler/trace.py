@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import tempfile
@@ -53,6 +54,7 @@ TRACE_VERSION = 1
 NATIVE_TRACE_VERSION = 2
 """The native tracer's kernel table and launch records (``read_native_trace``)."""
 LAUNCHES_SUFFIX = ".launches"
+CODE_HASH = re.compile(r"[0-9a-f]{16}")
 LAUNCH_RECORD = np.dtype(
     [
         ("kernel", "<u4"),
@@ -97,6 +99,9 @@ class LaunchTable:
     names: tuple[str, ...]
     demangled: tuple[str, ...]
     records: np.ndarray  # of LAUNCH_RECORD
+    codes: tuple[
+        str | None, ...
+    ] = ()  # each kernel's code hash (16 hex digits), when the tracer saw its module
 
     def __len__(self) -> int:
         return len(self.records)
@@ -283,6 +288,7 @@ def read_native_trace(path: str | os.PathLike[str]) -> LaunchTable:
     if not isinstance(closing, dict) or "launches" not in closing:
         raise ProfileError(f"{path} has no closing line with the launch count; the trace is incomplete")
     count = int_field(closing, "launches", lines[-1][0])
+    codes = closing.get("code", [None] * (len(lines) - 1))
     names: list[str] = []
     demangled: list[str] = []
     for where, line in lines[:-1]:
@@ -292,6 +298,14 @@ def read_native_trace(path: str | os.PathLike[str]) -> LaunchTable:
             raise ProfileError(f"{where}: kernel id {line['kernel']} where {len(names)} comes next")
         names.append(str_field(line, "name", where))
         demangled.append(str_field(line, "demangled", where))
+    if (
+        not isinstance(codes, list)
+        or len(codes) != len(names)
+        or not all(code is None or (isinstance(code, str) and CODE_HASH.fullmatch(code)) for code in codes)
+    ):
+        raise ProfileError(
+            f"{lines[-1][0]}: 'code' is not a list of {len(names)} code hashes (16 hex digits or null)"
+        )
     launches_path = Path(f"{path}{LAUNCHES_SUFFIX}")
     try:
         data = launches_path.read_bytes()
@@ -313,19 +327,23 @@ def read_native_trace(path: str | os.PathLike[str]) -> LaunchTable:
         first = int(backwards[0])
         raise ProfileError(f"{launches_path}: record {first} ends at {int(records['end'][first])}, "
                            f"before its start {int(records['start'][first])}")  # fmt: skip
-    return LaunchTable(names=tuple(names), demangled=tuple(demangled), records=records)
+    return LaunchTable(names=tuple(names), demangled=tuple(demangled), records=records, codes=tuple(codes))
 
 
 def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
     """Per-kernel statistics over every process's launches (grouped by mangled name), hottest first."""
     durations: dict[str, list[int]] = {}
     demangled: dict[str, str] = {}
+    codes: dict[str, str] = {}
     for table in tables:
         for name, values in table.durations().items():
             durations.setdefault(name, []).extend(values)
         for name, shown in zip(table.names, table.demangled, strict=True):
             demangled.setdefault(name, shown)
-    return stats_of(durations, demangled)
+        for name, code in zip(table.names, table.codes, strict=False):
+            if code is not None:
+                codes.setdefault(name, code)
+    return stats_of(durations, demangled, codes)
 
 
 def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:

@@ -93,7 +93,7 @@ def record_samples(
                 "kernel": kernel.name,
                 "demangled": _text(kernel.demangled),
                 "location": locations.get(kernel.name),
-                "code_hash": None,  # the engine does not compute it yet
+                "code_hash": kernel.code_hash,
                 "launches": kernel.launches,
                 "median_ns": kernel.median_ns,
                 "mean_ns": kernel.mean_ns,

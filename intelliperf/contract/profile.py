@@ -234,11 +234,16 @@ class KernelStats:
     median_ns: float
     min_ns: int
     max_ns: int
+    code_hash: str | None = None
 
 
-def stats_of(durations: Mapping[str, Sequence[int]], demangled: Mapping[str, str]) -> list[KernelStats]:
-    """Per kernel name, its launches' statistics (durations in ns), hottest first. Shared by every timing
-    pass (CUPTI's tracer, rocprofv3's kernel trace)."""
+def stats_of(
+    durations: Mapping[str, Sequence[int]],
+    demangled: Mapping[str, str],
+    codes: Mapping[str, str] | None = None,
+) -> list[KernelStats]:
+    """Per kernel name, its launches' statistics (durations in ns) and its code hash when the timing pass
+    read one, hottest first. Shared by every timing pass (CUPTI's tracer, rocprofv3's kernel trace)."""
     stats = [
         KernelStats(
             name=name,
@@ -249,6 +254,7 @@ def stats_of(durations: Mapping[str, Sequence[int]], demangled: Mapping[str, str
             median_ns=float(statistics.median(values)),
             min_ns=min(values),
             max_ns=max(values),
+            code_hash=(codes or {}).get(name),
         )
         for name, values in durations.items()
         if values

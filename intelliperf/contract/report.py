@@ -62,6 +62,13 @@ class RankedKernel(_Frozen):
         default=False,
         description="A library kernel (cuBLAS, cuDNN, CUB, ATen...): no source in the project, not profiled",
     )
+    code_hash: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{16}$",
+        description="A hash of the kernel's machine code (its own code section in the loaded cubin): the "
+        "same in two builds of unchanged code, whatever folder they were built in; None where the tracer saw "
+        "no module holding it",
+    )
 
 
 class SourceLine(_Frozen):

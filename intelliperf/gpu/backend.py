@@ -41,6 +41,7 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
             median_ns=k.median_ns,
             share=round(k.total_ns / total, 6),
             library=is_library_kernel(k.demangled),
+            code_hash=k.code_hash,
         )
         for i, k in enumerate(ordered, start=1)
     ]

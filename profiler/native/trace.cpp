@@ -1,15 +1,21 @@
 #include "trace.h"
 
+#include <cupti.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "activity.h"
+#include "cubin_symbols.h"
 #include "json_out.h"
 #include "log.h"
 #include "names.h"
@@ -39,6 +45,8 @@ struct State {
   JsonlWriter launches;  // <output>.launches
   std::mutex mutex;
   std::unordered_map<std::string, uint32_t> ids;
+  std::vector<std::string> names;  // by id
+  std::unordered_map<std::string, std::set<uint64_t>> codes;  // each function's code hashes, by module load
   std::string last_name;  // most records repeat the kernel of the record before
   uint32_t last_id = 0;
   uint64_t count = 0;
@@ -63,6 +71,7 @@ uint32_t kernel_id(const char* name) {
   if (it == g->ids.end()) {
     const uint32_t id = static_cast<uint32_t>(g->ids.size());
     it = g->ids.emplace(name, id).first;
+    g->names.emplace_back(name);
     std::string line = "{\"kernel\":" + std::to_string(id) + ",\"name\":";
     append_json_string(line, name);
     line += ",\"demangled\":";
@@ -92,6 +101,43 @@ void write_record(const KernelRecord& r) {
   ++g->count;
 }
 
+// Each loaded module's functions and their code hashes (cubin_symbols.h), for the closing line.
+void CUPTIAPI on_resource(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (g == nullptr || domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED) return;
+  try {
+    const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+    const auto* module = static_cast<const CUpti_ModuleResourceData*>(resource->resourceDescriptor);
+    if (module == nullptr || module->pCubin == nullptr || module->cubinSize == 0) return;
+    const std::vector<FunctionCode> functions = cubin_function_code(module->pCubin, module->cubinSize);
+    std::lock_guard<std::mutex> lock(g->mutex);
+    for (const FunctionCode& function : functions) g->codes[function.name].insert(function.hash);
+  } catch (...) {
+    log_error("a module's code hashes were not read: out of memory");
+  }
+}
+
+// A kernel's code hash as 16 hex digits: its one hash, or, when modules of different code held a function
+// of its name (a Triton kernel specialized twice), a hash over their sorted hashes; null when no loaded
+// module held it.
+std::string code_json(const std::string& name) {
+  const auto it = g->codes.find(name);
+  if (it == g->codes.end() || it->second.empty()) return "null";
+  const std::vector<uint64_t> hashes(it->second.begin(), it->second.end());  // sorted: a std::set's order
+  const uint64_t hash = hashes.size() == 1 ? hashes[0] : combined_code_hash(hashes);
+  char text[24];
+  std::snprintf(text, sizeof(text), "\"%016" PRIx64 "\"", hash);
+  return text;
+}
+
+// Module loads, so that each kernel's code can be hashed: the resource domain's MODULE_LOADED only (no
+// callback on any launch).
+bool subscribe_modules() {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (!ACCORDO_CUPTI(cuptiSubscribe(&subscriber, on_resource, nullptr))) return false;
+  return ACCORDO_CUPTI(
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED));
+}
+
 }  // namespace
 
 bool trace_start(const Config& config) {
@@ -105,6 +151,7 @@ bool trace_start(const Config& config) {
   }
   g->kernels.write_line("{\"accordo\":\"trace\",\"version\":2,\"pid\":" + std::to_string(getpid()) +
                         ",\"record_bytes\":" + std::to_string(sizeof(LaunchRecord)) + "}");
+  if (!subscribe_modules()) log_error("module loads are not seen: the trace holds no code hashes");
   if (activity_start(write_record)) {
     g_start_ns = now_ns() - t0;
     return true;
@@ -121,7 +168,9 @@ void trace_finish() {
   const uint64_t t1 = now_ns();
   {
     std::lock_guard<std::mutex> lock(g->mutex);
-    g->kernels.write_line("{\"launches\":" + std::to_string(g->count) + "}");
+    std::string closing = "{\"launches\":" + std::to_string(g->count) + ",\"code\":[";
+    for (size_t id = 0; id < g->names.size(); ++id) closing += (id > 0 ? "," : "") + code_json(g->names[id]);
+    g->kernels.write_line(closing + "]}");
   }
   // the launch records first: a published kernel table means both files are complete
   if (!g->launches.publish()) {

@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
     file.finish();
     return 0;
   }
-  if (std::strcmp(argv[1], "symbols") == 0) {  // the function names of a cubin, one per line
+  if (std::strcmp(argv[1], "symbols") == 0 || std::strcmp(argv[1], "code") == 0) {
+    // the function names of a cubin, one per line ("symbols"), or each function's name and code hash ("code")
     std::FILE* in = std::fopen(argv[2], "rb");
     if (in == nullptr) return 1;
     std::vector<char> image;
@@ -188,6 +189,12 @@ int main(int argc, char** argv) {
     size_t got = 0;
     while ((got = std::fread(chunk, 1, sizeof(chunk), in)) > 0) image.insert(image.end(), chunk, chunk + got);
     std::fclose(in);
+    if (std::strcmp(argv[1], "code") == 0) {
+      for (const accordo::FunctionCode& function : accordo::cubin_function_code(image.data(), image.size())) {
+        std::printf("%s %016llx\n", function.name.c_str(), static_cast<unsigned long long>(function.hash));
+      }
+      return 0;
+    }
     for (const std::string& name : accordo::cubin_function_names(image.data(), image.size())) {
       std::printf("%s\n", name.c_str());
     }

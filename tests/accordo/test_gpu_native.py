@@ -24,16 +24,24 @@ ADD_ONE = "void add_one<float>(float*, int)"
 pytestmark = pytest.mark.gpu
 
 
+def build_sample(source: str, folder: Path) -> Path:
+    """sample_app.cu's ``source`` built with line information in ``folder`` (whose path the cubin records)."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    folder.mkdir(parents=True)
+    (folder / "sample_app.cu").write_text(source)
+    out, source_file = folder / "sample_app", folder / "sample_app.cu"
+    cmd = [nvcc, "-cudart", "static", "-lineinfo", "-arch=sm_90", "-o", str(out), str(source_file)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
 @pytest.fixture(scope="module")
 def sample_app(gpu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not Path(nvcc).exists():
         pytest.skip("nvcc is not installed")
-    out = tmp_path_factory.mktemp("app") / "sample_app"
-    cmd = [nvcc, "-cudart", "static", "-lineinfo", "-arch=sm_90", "-o", str(out), str(HERE / "sample_app.cu")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return build_sample((HERE / "sample_app.cu").read_text(), tmp_path_factory.mktemp("app") / "src")
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +153,25 @@ def test_trace_sample(sample_app: Path, native_lib: Path, tmp_path: Path, mode: 
         assert launch.regs > 0
     assert len({x.corr for x in run.launches}) == 5
     assert [x.start for x in run.launches] == sorted(x.start for x in run.launches)
+
+
+def test_trace_gives_each_kernel_a_code_hash_that_follows_its_code_not_its_build(
+    sample_app: Path, native_lib: Path, tmp_path: Path
+) -> None:
+    """The same source built in another folder traces with the same code hashes; a change to one kernel
+    changes that kernel's hash only (issue 43: reuse by content hash)."""
+    source = (HERE / "sample_app.cu").read_text()
+    elsewhere = build_sample(source, tmp_path / "another" / "checkout")
+    changed = build_sample(source.replace("2.0f * in[i] + 1.0f", "3.0f * in[i] + 1.0f"), tmp_path / "changed")
+    hashes = []
+    for binary in (sample_app, elsewhere, changed):
+        run = run_traced([str(binary), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib)
+        hashes.append({s.demangled: s.code_hash for s in run.stats})
+    first, second, third = hashes
+    assert set(first) == {SCALE, ADD_ONE}
+    assert all(code is not None and len(code) == 16 for code in first.values()), first
+    assert first == second
+    assert third[ADD_ONE] == first[ADD_ONE] and third[SCALE] != first[SCALE]
 
 
 def test_trace_stats_line(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:

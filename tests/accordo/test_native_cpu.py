@@ -314,3 +314,49 @@ def test_cubin_symbols_of_a_cut_or_foreign_image_are_none_or_a_subset(
         [str(harness), "symbols", str(cut_image)], capture_output=True, text=True, check=True
     )
     assert proc.stdout == ""
+
+
+def code_hashes(harness: Path, cubin: Path) -> dict[str, str]:
+    proc = subprocess.run([str(harness), "code", str(cubin)], capture_output=True, text=True, check=True)
+    return dict(line.split() for line in proc.stdout.splitlines())
+
+
+def nvcc_cubin(source: str, folder: Path, name: str = "two_kernels.cu") -> Path:
+    """``source`` compiled to a cubin in ``folder`` with line information (which holds the file's path)."""
+    nvcc = cuda_home() / "bin" / "nvcc"
+    if not nvcc.is_file():
+        pytest.skip(f"no nvcc at {nvcc}: the CUDA toolkit's compiler builds the cubins this test compares")
+    folder.mkdir(parents=True)
+    (folder / name).write_text(source)
+    cubin = folder / "k.cubin"
+    subprocess.run(
+        [str(nvcc), "-cubin", "-arch=sm_90", "-O3", "-lineinfo", str(folder / name), "-o", str(cubin)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cubin
+
+
+def test_a_kernels_code_hash_ignores_where_it_was_built_and_follows_its_code(
+    harness: Path, tmp_path: Path
+) -> None:
+    """Two builds of one source in different folders (their line tables name different paths, so the cubins
+    differ) hash each kernel alike; a change to one kernel changes that kernel's hash only."""
+    source = (CUBIN.parent / "two_kernels.cu").read_text()
+    here = nvcc_cubin(source, tmp_path / "a" / "deep" / "checkout")
+    there = nvcc_cubin(source, tmp_path / "b")
+    changed = nvcc_cubin(source.replace("= 1.0f;", "= 3.0f;"), tmp_path / "c")
+    assert here.read_bytes() != there.read_bytes()
+    first, second, third = (code_hashes(harness, cubin) for cubin in (here, there, changed))
+    assert sorted(first) == ["_Z5scalePKfPfi", "plain_name"]
+    assert all(len(value) == 16 and int(value, 16) >= 0 for value in first.values())
+    assert first == second
+    assert third["_Z5scalePKfPfi"] == first["_Z5scalePKfPfi"]
+    assert third["plain_name"] != first["plain_name"]
+
+
+@pytest.mark.parametrize("cut", [0, 63, 1000, -1])
+def test_code_hashes_of_a_cut_or_foreign_image_are_none(harness: Path, tmp_path: Path, cut: int) -> None:
+    image = CUBIN.read_bytes()
+    cut_image = tmp_path / "cut.bin"
+    cut_image.write_bytes(image[:cut] if cut >= 0 else b"\x7fELF" + bytes(60))
+    assert code_hashes(harness, cut_image) == {}

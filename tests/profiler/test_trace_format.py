@@ -153,11 +153,15 @@ def native_trace(
     *,
     count: int | None = None,
     header: dict[str, object] = NATIVE_HEADER,
+    codes: object = None,
 ) -> Path:
     """A kernel table of ``kernels`` and records (kernel id, corr, start, end), as libaccordo writes them."""
     lines = [json.dumps(header)]
     lines += [json.dumps({"kernel": i, "name": n, "demangled": n + "()"}) for i, n in enumerate(kernels)]
-    lines.append(json.dumps({"launches": len(launches) if count is None else count}))
+    closing: dict[str, object] = {"launches": len(launches) if count is None else count}
+    if codes is not None:
+        closing["code"] = codes
+    lines.append(json.dumps(closing))
     path.write_text("\n".join(lines) + "\n")
     records = np.zeros(len(launches), dtype=LAUNCH_RECORD)
     for i, (kernel, corr, start, end) in enumerate(launches):
@@ -228,3 +232,24 @@ def test_an_unfinished_native_trace_is_refused(tmp_path: Path) -> None:
     skipped.write_text("\n".join([lines[0], lines[2], lines[3]]) + "\n")  # kernel 1 without kernel 0
     with pytest.raises(ProfileError, match="kernel id 1 where 0 comes next"):
         read_native_trace(skipped)
+
+
+def test_each_kernels_code_hash_is_read_from_the_closing_line(tmp_path: Path) -> None:
+    codes = ["d41d3674da58c5de", None]
+    path = native_trace(tmp_path / "t.jsonl", ["a", "b"], [(0, 1, 0, 10), (1, 2, 20, 25)], codes=codes)
+    table = read_native_trace(path)
+    assert table.codes == ("d41d3674da58c5de", None)
+    other = native_trace(tmp_path / "u.jsonl", ["a"], [(0, 1, 0, 10)], codes=["0000000000000001"])
+    stats = {s.name: s for s in summarize_tables([table, read_native_trace(other)])}
+    assert (stats["a"].code_hash, stats["b"].code_hash) == ("d41d3674da58c5de", None)  # the first process's
+    no_codes = read_native_trace(native_trace(tmp_path / "v.jsonl", ["a"], [(0, 1, 0, 10)]))
+    assert summarize_tables([no_codes])[0].code_hash is None
+
+
+@pytest.mark.parametrize("codes", [["d41d3674da58c5de"], ["D41D3674DA58C5DE", None], ["d41d", None], "x"])
+def test_code_hashes_that_are_not_one_per_kernel_of_16_hex_digits_are_refused(
+    tmp_path: Path, codes: object
+) -> None:
+    path = native_trace(tmp_path / "t.jsonl", ["a", "b"], [(0, 1, 0, 10)], codes=codes)
+    with pytest.raises(ProfileError, match="is not a list of 2 code hashes"):
+        read_native_trace(path)

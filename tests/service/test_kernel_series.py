@@ -51,9 +51,15 @@ INIT = "_Z11init_matrixPfmj"
 SORT = "_ZN3cub18DeviceRadixSortKernelIfEEvPKfPfi"
 
 
-def kernel(rank: int, name: str, median_ns: float, *, library: bool = False) -> RankedKernel:
+TRANSPOSE_CODE = "d41d3674da58c5de"
+
+
+def kernel(
+    rank: int, name: str, median_ns: float, *, library: bool = False, code_hash: str | None = None
+) -> RankedKernel:
     demangled = f"{name[4:]}(…)"
-    return make_kernel(rank, name, median_ns=median_ns, launches=20, library=library, demangled=demangled)
+    made = make_kernel(rank, name, median_ns=median_ns, launches=20, library=library, demangled=demangled)
+    return made.model_copy(update={"code_hash": code_hash})
 
 
 def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Diagnosis:
@@ -63,7 +69,9 @@ def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Di
     )  # fmt: skip
 
 
-def report(transpose_ns: float = 80_960.5, device: str | None = H100) -> dict[str, Any]:
+def report(
+    transpose_ns: float = 80_960.5, device: str | None = H100, transpose_code: str = TRANSPOSE_CODE
+) -> dict[str, Any]:
     """A report as the engine writes one: two project kernels and a library kernel (CUB)."""
     return Report(
         intelliperf_version="1.0.0",
@@ -72,7 +80,7 @@ def report(transpose_ns: float = 80_960.5, device: str | None = H100) -> dict[st
         project_directory=".",
         formula_requested="auto",
         kernels=[
-            kernel(1, TRANSPOSE, transpose_ns),
+            kernel(1, TRANSPOSE, transpose_ns, code_hash=transpose_code),
             kernel(2, SORT, 30_000.0, library=True),
             kernel(3, INIT, 40_768.0),
         ],
@@ -140,7 +148,7 @@ def test_a_finished_jobs_report_records_each_project_kernel_once(live: LiveServi
     )
     assert (transpose.launches, transpose.median_ns, transpose.total_ns) == (20, 80_960.5, 1_619_210)
     assert transpose.mean_ns == pytest.approx(81_770.105)
-    assert transpose.code_hash is None
+    assert (transpose.code_hash, init.code_hash) == (TRANSPOSE_CODE, None)  # init's module was not seen
     assert transpose.created_at == init.created_at == finished_at
     with db.session() as session:  # the job's end recorded once more (a reaper, a retried transaction)
         finish(session, job_id, status="succeeded", outcome="diagnosed", report=report(transpose_ns=1.0))
@@ -225,7 +233,7 @@ def test_the_series_api_reads_a_kernels_samples_in_time_order(live: LiveService,
             "launches": 20,
             "median_ns": 70.0,
             "mean_ns": pytest.approx(70.7),
-            "code_hash": None,
+            "code_hash": TRANSPOSE_CODE,
         }
         on_h100 = client.get(
             "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "device": H100, "limit": 2}
@@ -389,7 +397,8 @@ def test_the_series_marks_where_the_kernels_time_moved(live: LiveService, db: Da
         few = client.get("/v1/kernels/series", params={**query, "device": H100, "limit": 18}).json()
     (change,) = one_device["change_points"]
     assert change["commit"] == f"{5:07x}" and change["index"] == 5
-    assert change["low"] < 0.25 < change["high"] and change["code_changed"] is None
+    # the kernel's code hash is the same on every commit: the time moved with the environment, not the code
+    assert change["low"] < 0.25 < change["high"] and change["code_changed"] is False
     assert one_device["change_points_note"] is None
     assert mixed["change_points"] == [] and "several devices" in mixed["change_points_note"]
     assert (
@@ -398,16 +407,31 @@ def test_the_series_marks_where_the_kernels_time_moved(live: LiveService, db: Da
     )
 
 
-def history_with_a_step(db: Database, commits: int = 10, step_at: int = 5) -> list[str]:
-    """``commits`` commits of the transpose kernel, two jobs each: 80 µs, then 100 µs from ``step_at``."""
+def history_with_a_step(
+    db: Database, commits: int = 10, step_at: int = 5, new_code: str | None = None
+) -> list[str]:
+    """``commits`` commits of the transpose kernel, two jobs each: 80 µs, then 100 µs from ``step_at`` (with
+    the code hash ``new_code`` from there, when given: a change to the kernel's code)."""
     rng = np.random.default_rng(5)
     jobs = []
     for number in range(commits):
         level = 80_000.0 if number < step_at else 100_000.0
+        code = new_code if new_code is not None and number >= step_at else TRANSPOSE_CODE
         for _ in range(2):
             noisy = float(level * np.exp(rng.normal(0, 0.003)))
-            jobs.append(finished_job(db, spec(commit=f"{number:07x}"), report(transpose_ns=noisy)))
+            measured = report(transpose_ns=noisy, transpose_code=code)
+            jobs.append(finished_job(db, spec(commit=f"{number:07x}"), measured))
     return jobs
+
+
+def test_a_change_point_where_the_kernels_code_hash_changed_is_a_code_change(
+    live: LiveService, db: Database
+) -> None:
+    history_with_a_step(db, new_code="0123456789abcdef")
+    query = {"repository": "acme/kernels", "kernel": TRANSPOSE, "device": H100}
+    with live.client() as client:
+        (change,) = client.get("/v1/kernels/series", params=query).json()["change_points"]
+    assert change["commit"] == f"{5:07x}" and change["code_changed"] is True
 
 
 def test_the_dashboard_draws_the_series_with_its_change_point(live: LiveService, db: Database) -> None:
