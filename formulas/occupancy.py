@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from formulas.base import Formula
-from formulas.throughput import UNITS, throughput_metrics, unit_utilization
+from formulas.throughput import UNITS, measured_units
 from intelliperf.contract import Diagnosis, SourceLocation
 from intelliperf.contract.gpu_facts import GpuFacts, UnknownArchitectureError, facts_for
 from intelliperf.contract.kernel_names import function_name
-from intelliperf.contract.profile import KernelProfile, MissingMetricError, Quantity
+from intelliperf.contract.profile import KernelProfile, Quantity
 
 GRID = Quantity.GRID_SIZE
 BLOCK = Quantity.BLOCK_SIZE
@@ -119,14 +119,6 @@ def sm_spread(kernel: KernelProfile) -> float:
     return min(1.0, grid / sms) if sms > 0 else 1.0
 
 
-def _units(kernel: KernelProfile) -> list[tuple[str, float]]:
-    """Each memory unit with a value and its utilization (0..1); MissingMetricError when none has one."""
-    measured = [(unit, value) for unit in UNITS if (value := unit_utilization(kernel, unit)) is not None]
-    if not measured:
-        raise MissingMetricError(kernel.demangled or kernel.name, throughput_metrics(UNITS))
-    return measured
-
-
 def _spread_words(spread: float, kernel: KernelProfile) -> str:
     if spread >= 1.0:
         return ""
@@ -150,7 +142,8 @@ class Occupancy(Formula):
         achieved = kernel.metric(ACHIEVED) / 100.0
         issue = kernel.metric(ISSUE) / 100.0
         spread = sm_spread(kernel)
-        per_gpu = {unit: busy * (spread if unit in PER_SM_UNITS else 1.0) for unit, busy in _units(kernel)}
+        units = measured_units(kernel, UNITS)
+        per_gpu = {unit: busy * (spread if unit in PER_SM_UNITS else 1.0) for unit, busy in units.items()}
         unit = max(per_gpu, key=per_gpu.__getitem__)
         busy = per_gpu[unit]
         busiest, busiest_name = (issue * spread, "issue slots") if issue * spread >= busy else (busy, unit)

@@ -37,11 +37,18 @@ def unit_utilization(kernel: KernelProfile, unit: str) -> float | None:
     return value / 100.0 if value is not None else None
 
 
-def busiest_unit(kernel: KernelProfile, units: Sequence[str]) -> tuple[float, str]:
-    """The busiest of ``units`` that have a value, as (fraction 0..1, unit name); raises
+def measured_units(kernel: KernelProfile, units: Sequence[str]) -> dict[str, float]:
+    """Each of ``units`` that has a value, with its utilization (0..1), in the order given; raises
     MissingMetricError when none has one."""
     measured = {unit: value for unit in units if (value := unit_utilization(kernel, unit)) is not None}
     if not measured:
         raise MissingMetricError(kernel.demangled or kernel.name, throughput_metrics(units))
+    return measured
+
+
+def busiest_unit(kernel: KernelProfile, units: Sequence[str]) -> tuple[float, str]:
+    """The busiest of ``units`` that have a value, as (fraction 0..1, unit name); raises
+    MissingMetricError when none has one."""
+    measured = measured_units(kernel, units)
     unit = max(measured, key=measured.__getitem__)
     return measured[unit], unit

@@ -30,6 +30,7 @@ from service.db.migrate import upgrade
 from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.support.databases import flushed_redis_database, fresh_postgres_database
+from tests.support.parallel import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN_URL = os.environ.get("INTELLIPERF_TEST_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
@@ -122,12 +123,6 @@ class LiveService:
     def client(self, token: str | None = ADMIN, **kwargs: object) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
