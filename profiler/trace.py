@@ -99,9 +99,8 @@ class LaunchTable:
     names: tuple[str, ...]
     demangled: tuple[str, ...]
     records: np.ndarray  # of LAUNCH_RECORD
-    codes: tuple[
-        str | None, ...
-    ] = ()  # each kernel's code hash (16 hex digits), when the tracer saw its module
+    # each kernel's code hash (16 hex digits), None where the tracer saw no module holding it
+    codes: tuple[str | None, ...]
 
     def __len__(self) -> int:
         return len(self.records)
@@ -340,7 +339,7 @@ def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
             durations.setdefault(name, []).extend(values)
         for name, shown in zip(table.names, table.demangled, strict=True):
             demangled.setdefault(name, shown)
-        for name, code in zip(table.names, table.codes, strict=False):
+        for name, code in zip(table.names, table.codes, strict=True):
             if code is not None:
                 codes.setdefault(name, code)
     return stats_of(durations, demangled, codes)

@@ -91,20 +91,20 @@ bool JsonlWriter::open(const std::string& path) {
 
 void JsonlWriter::write_line(const std::string& line) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (file_ == nullptr || failed_) return;
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fputc('\n', file_) == EOF) {
-    failed_ = true;
-    log_error("writing %s failed: %s", tmp_path_.c_str(), std::strerror(errno));
-  }
+  if (append(line.data(), line.size())) append("\n", 1);
 }
 
 void JsonlWriter::write_bytes(const void* data, size_t size) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (file_ == nullptr || failed_) return;
-  if (std::fwrite(data, 1, size, file_) != size) {
-    failed_ = true;
-    log_error("writing %s failed: %s", tmp_path_.c_str(), std::strerror(errno));
-  }
+  append(data, size);
+}
+
+bool JsonlWriter::append(const void* data, size_t size) {
+  if (file_ == nullptr || failed_) return false;
+  if (std::fwrite(data, 1, size, file_) == size) return true;
+  failed_ = true;
+  log_error("writing %s failed: %s", tmp_path_.c_str(), std::strerror(errno));
+  return false;
 }
 
 bool JsonlWriter::publish() {

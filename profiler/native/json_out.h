@@ -24,6 +24,7 @@ class JsonlWriter {
   bool is_open() const { return file_ != nullptr; }
 
  private:
+  bool append(const void* data, size_t size);  // under mutex_; false once a write failed
   std::mutex mutex_;
   std::FILE* file_ = nullptr;
   std::string path_;
