@@ -224,6 +224,14 @@ def run(
             help="nvidia or amd (default: the vendor of this machine's GPU, nvidia when it has none or both)",
         ),
     ] = None,
+    counter_store: Annotated[
+        Path | None,
+        typer.Option(
+            "--counter_store",
+            help="A folder of counters kept from earlier runs: a kernel whose code hash, launch shapes and "
+            "source files are unchanged is diagnosed from them without a counter pass; this run's are added",
+        ),
+    ] = None,
 ) -> None:
     progress = None
     try:
@@ -250,12 +258,25 @@ def run(
         check_writable(summary_file, "--summary_file")
         if replay is not None and not replay.is_dir():
             raise SpecError(f"--replay {replay}: no such folder", hint="name a folder that holds a recording")
+        if counter_store is not None and counter_store.exists() and not counter_store.is_dir():
+            raise SpecError(f"--counter_store {counter_store}: not a folder")
         from intelliperf.console import ConsoleProgress, render_report
+        from intelliperf.engine.counter_store import CounterStore, project_commit
         from intelliperf.engine.entry import run_spec
 
         progress = ConsoleProgress(stderr)
+        store = (
+            None
+            if counter_store is None
+            else CounterStore(counter_store, counter_store, commit=project_commit(project_directory))
+        )
         report = run_spec(
-            spec, project_directory, progress=progress, replay=replay, reproducer_dir=reproducer_dir
+            spec,
+            project_directory,
+            progress=progress,
+            replay=replay,
+            reproducer_dir=reproducer_dir,
+            counter_store=store,
         )
         progress.close()
         render_report(report, stdout)

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from intelliperf.contract.profile import KernelStats, stats_of
+from intelliperf.contract.profile import KernelStats, LaunchShape, shape_hash, stats_of
 from intelliperf.errors import AppError, ProfileError, tail
 from intelliperf.process import run_process, with_jit_cache
 
@@ -71,6 +71,8 @@ LAUNCH_RECORD = np.dtype(
 )
 """One kernel execution in ``<trace>.launches`` (FORMAT.md)."""
 assert LAUNCH_RECORD.itemsize == 64
+_SHAPE_KEY = np.dtype([("kernel", "<u4"), ("grid", "<i4", (3,)), ("block", "<i4", (3,)), ("smem", "<i4")])
+"""The fields of a record that make a kernel's launch shape."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,20 @@ class LaunchTable:
             for k, name in enumerate(self.names)
             if bounds[k + 1] > bounds[k]
         }
+
+    def shapes(self) -> dict[str, set[LaunchShape]]:
+        """Each launched kernel's distinct launch configurations (grid, block, shared memory) by name."""
+        records = self.records
+        keys = np.empty(len(records), dtype=_SHAPE_KEY)
+        for field in _SHAPE_KEY.names:
+            keys[field] = records[field]
+        found: dict[str, set[LaunchShape]] = {}
+        # one sort of fixed-size byte strings: np.unique(axis=0) on the same rows takes 30 times as long
+        distinct = np.unique(keys.view(np.dtype((np.void, _SHAPE_KEY.itemsize)))).view(_SHAPE_KEY)
+        for key in distinct:
+            shape = (*key["grid"].tolist(), *key["block"].tolist(), int(key["smem"]))
+            found.setdefault(self.names[int(key["kernel"])], set()).add(shape)
+        return found
 
     def launches(self) -> list[KernelLaunch]:
         """Every record as a KernelLaunch (for recordings and tests; ranking needs only ``durations``)."""
@@ -334,25 +350,30 @@ def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
     durations: dict[str, list[int]] = {}
     demangled: dict[str, str] = {}
     codes: dict[str, str] = {}
+    shapes: dict[str, set[LaunchShape]] = {}
     for table in tables:
         for name, values in table.durations().items():
             durations.setdefault(name, []).extend(values)
+        for name, seen in table.shapes().items():
+            shapes.setdefault(name, set()).update(seen)
         for name, shown in zip(table.names, table.demangled, strict=True):
             demangled.setdefault(name, shown)
         for name, code in zip(table.names, table.codes, strict=True):
             if code is not None:
                 codes.setdefault(name, code)
-    return stats_of(durations, demangled, codes)
+    return stats_of(durations, demangled, codes, {name: shape_hash(seen) for name, seen in shapes.items()})
 
 
 def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
     """Per-kernel statistics (grouped by mangled name), the kernel with the most total time first."""
     durations: dict[str, list[int]] = {}
     demangled: dict[str, str] = {}
+    shapes: dict[str, set[LaunchShape]] = {}
     for launch in launches:
         durations.setdefault(launch.name, []).append(launch.duration_ns)
         demangled.setdefault(launch.name, launch.demangled)
-    return stats_of(durations, demangled)
+        shapes.setdefault(launch.name, set()).add((*launch.grid, *launch.block, launch.smem))
+    return stats_of(durations, demangled, shapes={name: shape_hash(seen) for name, seen in shapes.items()})
 
 
 # ----------------------------------------------------------------------------------------------------------

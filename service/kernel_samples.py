@@ -73,6 +73,8 @@ def record_samples(
     commit, ref = _commit_and_ref(spec)
     device = _text(parsed.device.name)[:DEVICE_NAME_LENGTH] if parsed.device is not None else None
     locations = _first_locations(parsed)
+    reused = {r.kernel for r in parsed.reused_counters}
+    profiled = reused | {d.kernel for d in parsed.diagnoses}
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for kernel in parsed.kernels:
@@ -94,6 +96,8 @@ def record_samples(
                 "demangled": _text(kernel.demangled),
                 "location": locations.get(kernel.name),
                 "code_hash": kernel.code_hash,
+                "shape_hash": kernel.shape_hash,
+                "counters_reused": (kernel.name in reused) if kernel.name in profiled else None,
                 "launches": kernel.launches,
                 "median_ns": kernel.median_ns,
                 "mean_ns": kernel.mean_ns,

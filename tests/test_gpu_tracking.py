@@ -1,19 +1,19 @@
 """Continuous mode on the GPU: a short history of transpose_bank measured by the real engine (its timing
-pass on the GPU), each report recorded as the service records every finished tracking job. The commits
-that swap the fixed kernel (37 µs on an H100) for the bank-conflicted one (78 µs) are found as a
-regression at the right commit and answered with one fix job naming it; a pull request's run of the fixed
-kernel against that base branch is reported faster beyond the noise."""
+pass on the GPU, one counter store for the history), each report recorded as the service records every
+finished tracking job. The commits that swap the fixed kernel (37 µs on an H100) for the bank-conflicted
+one (78 µs) are found as a regression at the right commit and answered with one fix job naming it; a pull
+request's run of the fixed kernel against that base branch is reported faster beyond the noise. Only the
+first commit of each kernel's code pays the counter pass: the others reuse its counters by code hash and
+are diagnosed alike."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
+from benchmarks.tracking_history import FAST, HISTORY, KERNEL, built_project, measured, row_of, run_history
 from intelliperf.contract import Application, JobSpec, RepositoryRef, TrackSettings
 from service.auth import ADMIN
 from service.db.migrate import upgrade
@@ -22,21 +22,8 @@ from service.db.session import Database
 from service.job_end import finish
 from service.jobs import submit
 from service.kernel_samples import compare_job_to_base, kernel_series, series_change_points
-from tests.support.diagnose_run import EXAMPLES, intelliperf
 
 pytestmark = pytest.mark.gpu
-
-FAST, SLOW = "./bin/transpose_fixed", "./bin/transpose"
-HISTORY = [FAST] * 6 + [SLOW] * 6  # the regression lands at commit 6 (10 commits at least: MIN_COMMITS)
-KERNEL = "_Z15transpose_tiledPKfPfii"
-
-
-def measured(project: Path, app: str, out: Path) -> dict:
-    done = intelliperf(
-        "run", "-f", "diagnoseOnly", "--top_n", "1", "-p", str(project), "-o", str(out), "--", app
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(out.read_text())
 
 
 def tracking_job(db: Database, commit: str, ref: str, report: dict) -> str:
@@ -54,20 +41,16 @@ def tracking_job(db: Database, commit: str, ref: str, report: dict) -> str:
 
 
 def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_path: Path) -> None:
-    project = tmp_path / "transpose_bank"
-    shutil.copytree(EXAMPLES / "transpose_bank", project, ignore=shutil.ignore_patterns("bin"))
-    built = subprocess.run(["make"], cwd=project, capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
+    project = built_project(tmp_path)
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     upgrade(url)
     db = Database(url)
     try:
-        medians = []
-        for number, app in enumerate(HISTORY):
-            report = measured(project, app, tmp_path / f"report-{number}.json")
-            medians.append(next(k["median_ns"] for k in report["kernels"] if k["name"] == KERNEL))
+        reports = run_history(project, tmp_path)
+        for number, report in enumerate(reports):
             tracking_job(db, f"{number:07x}", "main", report)
-        pull = tracking_job(db, "f00dfee", "feature", measured(project, FAST, tmp_path / "report-pr.json"))
+        pr_report = measured(project, FAST, tmp_path / "report-pr.json", tmp_path / "counters")
+        pull = tracking_job(db, "f00dfee", "feature", pr_report)
         with db.session() as session:
             series = kernel_series(session, "acme/kernels", KERNEL, None, limit=100, ref="main")
             changes, note = series_change_points(series.samples)
@@ -76,11 +59,29 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
             fixes = [JobSpec.model_validate(j.spec) for j in jobs if j.spec["pull_request"].get("note")]
     finally:
         db.dispose()
+    rows = [row_of(n, app, report) for n, (app, report) in enumerate(zip(HISTORY, reports, strict=True))]
+    medians = [row["median_ns"] for row in rows]
     assert max(medians[:6]) < min(medians[6:]), medians  # the bank conflicts cost time on this GPU
     assert note is None and [c.commit for c in changes] == [f"{6:07x}"], (changes, medians)
-    assert changes[0].change > 0.3 and changes[0].low > 0.2
+    assert changes[0].change > 0.3 and changes[0].low > 0.2 and changes[0].code_changed is True
     (fix,) = fixes
     assert fix.kernel == f"^{KERNEL}$" and fix.formula == "auto" and fix.pull_request.create_pr
     assert fix.pull_request.note is not None and f"from commit {6:07x} on `main`" in fix.pull_request.note
     (move,) = [m for m in compared.moves if m.kernel.startswith("transpose_tiled")]
     assert move.moved and move.change < -0.3, move
+
+    # reuse by code hash: one code hash per kernel version, the counter pass paid once for each
+    assert len({row["code_hash"] for row in rows[:6]}) == len({row["code_hash"] for row in rows[6:]}) == 1
+    assert rows[0]["code_hash"] != rows[6]["code_hash"] and rows[0]["code_hash"] is not None
+    assert [row["counters"] for row in rows] == ["measured", *["reused"] * 5, "measured", *["reused"] * 5]
+    for first, later in ((rows[0], rows[1:6]), (rows[6], rows[7:])):
+        assert first["counters_s"] > 0 and first["counters_saved_s"] is None
+        for row in later:
+            assert row["counters_s"] is None and row["counters_saved_s"] == pytest.approx(
+                first["counters_s"], abs=0.01
+            )
+            assert row["bottlenecks"] == first["bottlenecks"]
+    assert "bankConflict" in rows[6]["bottlenecks"] and "bankConflict" not in rows[0]["bottlenecks"]
+    slow = [r["diagnoses"] for r in reports[6:]]
+    assert all(d == slow[0] for d in slow)  # the reused diagnosis names the same lines
+    assert pr_report["reused_counters"] and pr_report["passes"]["counters_s"] is None

@@ -113,3 +113,62 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
         assert f'"stage": "{stage}"' in events
     for text in (events, pull["body"], json.dumps(report), (tmp_path / "worker.log").read_text()):
         assert LLM_KEY not in text and GITHUB_TOKEN not in text
+
+
+def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kept(tmp_path: Path) -> None:
+    """Two pushes of unchanged code to the tracked base branch, through a real worker: the first pays the
+    counter pass and its counters are kept in the repository's folder; the second is diagnosed from them
+    without a counter pass, alike."""
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
+        admin_token="gpu-admin",
+        worker_token=WORKER_TOKEN,
+        heartbeat_s=1.0,
+        events_poll_s=0.1,
+    )
+    files: dict[str, str | bytes] = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    spec = {
+        "repository": {"url": "https://github.com/acme/kernels.git", "ref": "main"},
+        "applications": [{"command": "./bin/transpose 20"}],
+        "build_command": "make bin/transpose",
+        "formula": "diagnoseOnly",
+        "top_n": 1,
+        "track": {"base_branch": "main"},
+    }
+    store = tmp_path / "counters"
+    reports, events = [], []
+    with (
+        serve(settings) as live,
+        celery_worker(
+            settings,
+            "gpu-worker",
+            tmp_path / "worker.log",
+            extra_env={"INTELLIPERF_COUNTER_STORE_DIR": str(store)},
+        ),
+        live.client(token="gpu-admin") as client,
+    ):
+        for _push in range(2):
+            response = client.post(
+                "/v1/jobs",
+                data={"spec": json.dumps(spec)},
+                files={"archive": ("project.tar.gz", project_archive(files), "application/gzip")},
+            )
+            assert response.status_code == 201, response.text
+            job_id = response.json()["id"]
+            events.append(client.get(f"/v1/jobs/{job_id}/events", timeout=600).text)
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            assert job["status"] == "succeeded", (job["error"], events[-1])
+            reports.append(client.get(f"/v1/jobs/{job_id}/report").json())
+    first, second = reports
+    (kernel,) = [k for k in first["kernels"] if k["name"] == "_Z15transpose_tiledPKfPfii"]
+    assert kernel["code_hash"] is not None and kernel["shape_hash"] is not None
+    assert first["passes"]["counters_s"] > 0 and first["reused_counters"] == []
+    assert "counters of 1 kernel(s) kept for later pushes to reuse" in events[0]
+    assert second["passes"]["counters_s"] is None and '"stage": "counters"' not in events[1]
+    (reused,) = second["reused_counters"]
+    assert (reused["kernel"], reused["code_hash"]) == (kernel["name"], kernel["code_hash"])
+    assert reused["saved_s"] == pytest.approx(first["passes"]["counters_s"], abs=0.01)
+    assert second["diagnoses"] == first["diagnoses"]
+    (folder,) = store.iterdir()  # one repository's folder, one entry
+    assert len(list(folder.glob("*.json"))) == 1

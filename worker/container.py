@@ -217,11 +217,19 @@ class ContainerExecutor:
         return True
 
     def container_options(
-        self, spec: JobSpec, project: Path, out: Path, job_env: Mapping[str, str] | None = None
+        self,
+        spec: JobSpec,
+        project: Path,
+        out: Path,
+        job_env: Mapping[str, str] | None = None,
+        counters: Path | None = None,
     ) -> dict[str, Any]:
         """Everything ``containers.create`` gets (the tests read the limits back from the engine).
-        ``job_env``: the job's own secrets (its LLM key)."""
+        ``job_env``: the job's own secrets (its LLM key); ``counters``: its repository's kept counters,
+        mounted read-only (the worker publishes what the job writes into ``out``)."""
         mounts = {str(path): {"bind": str(path), "mode": "ro"} for path in self.volumes}
+        if counters is not None:
+            mounts[str(counters)] = {"bind": str(counters), "mode": "ro"}
         mounts[str(project)] = {"bind": str(project), "mode": "rw"}
         mounts[str(out)] = {"bind": str(out), "mode": "rw"}
         environment = engine_environment(spec, job_env)
@@ -231,6 +239,7 @@ class ContainerExecutor:
             environment.update(options.pop("environment", {}))
         command = [self.python, "-m", "worker.engine_main", "--spec", str(out / "spec.json")]
         command += ["--project", str(project), "--out", str(out)]
+        command += ["--counters", str(counters)] if counters is not None else []
         return {
             "image": spec.container.image or self.image,
             "command": command,
@@ -262,12 +271,13 @@ class ContainerExecutor:
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
         scratch: Path | None = None,
+        counters: Path | None = None,
     ) -> ExecutionResult:
         """``scratch`` is not used: the container holds the job's processes, and its engine removes it."""
         project, out = project.resolve(), out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / "spec.json").write_text(spec.model_dump_json())  # what the engine in the container reads
-        options = self.container_options(spec, project, out, env)
+        options = self.container_options(spec, project, out, env, counters)
         deadline = time.monotonic() + time_limit_s
         with contextlib.closing(self.client()) as client:
             container = _create(client, options)

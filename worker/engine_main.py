@@ -15,6 +15,7 @@ from pathlib import Path
 
 from intelliperf.contract import JobSpec
 from intelliperf.errors import IntelliPerfError
+from worker.counter_entries import OUTPUT as COUNTERS_OUTPUT
 from worker.executor import REPRODUCER
 
 __all__ = ["JsonLinesProgress", "main"]
@@ -36,13 +37,24 @@ class JsonLinesProgress:
         emit("log", message=message)
 
 
-def run(spec: JobSpec, project: Path, out: Path) -> int:
+def run(spec: JobSpec, project: Path, out: Path, counters: Path | None = None) -> int:
+    """``counters``: the repository's kept counters (read-only); new ones go to ``out``'s counters/."""
+    from intelliperf.engine.counter_store import CounterStore
     from intelliperf.engine.entry import run_spec
     from intelliperf.summary import render_summary
 
     replay = project / spec.replay if spec.replay else None
+    store = None
+    if counters is not None:
+        commit = spec.repository.commit if spec.repository is not None else None
+        store = CounterStore(counters, out / COUNTERS_OUTPUT, commit=commit)
     report = run_spec(
-        spec, project, progress=JsonLinesProgress(), replay=replay, reproducer_dir=out / REPRODUCER
+        spec,
+        project,
+        progress=JsonLinesProgress(),
+        replay=replay,
+        reproducer_dir=out / REPRODUCER,
+        counter_store=store,
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2))
@@ -64,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--project", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--counters", type=Path, help="The repository's kept counters, read only")
     args = parser.parse_args(argv)
     try:
         spec = JobSpec.model_validate_json(args.spec.read_text())
-        return run(spec, args.project.resolve(), args.out)
+        return run(spec, args.project.resolve(), args.out, args.counters)
     except IntelliPerfError as error:
         emit("error", code=error.exit_code, message=str(error))
         return error.exit_code

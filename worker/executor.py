@@ -62,10 +62,12 @@ class Executor(Protocol):
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
         scratch: Path | None = None,
+        counters: Path | None = None,
     ) -> ExecutionResult:
         """``spec``: the job, as validated once when it was claimed. ``env``: the job's own secrets for the
         engine (its LLM key), never logged. ``scratch``: the job's scratch folder (``project`` and ``out``
-        are in it), removed if the worker dies while the job runs."""
+        are in it), removed if the worker dies while the job runs. ``counters``: the repository's kept
+        counters, for the engine to read (worker.counter_entries)."""
         ...
 
 
@@ -109,9 +111,9 @@ class LocalExecutor:
     other secret of the worker's), its home and temporary folders (its own, in the job's scratch folder),
     its processes (a session of their own, all killed when the job ends, is stopped, or the worker dies,
     also those that daemonize), and its scratch folder (removed when the worker dies). What only a
-    container isolates: the file system, the network (the broker and the database on this host's
-    loopback), and the worker's own processes, which a job running as the same user may signal or, as
-    root, read.
+    container isolates: the file system (the repository's kept counters are read-only only there), the
+    network (the broker and the database on this host's loopback), and the worker's own processes, which
+    a job running as the same user may signal or, as root, read.
     """
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
@@ -140,12 +142,14 @@ class LocalExecutor:
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
         scratch: Path | None = None,
+        counters: Path | None = None,
     ) -> ExecutionResult:
         out.mkdir(parents=True, exist_ok=True)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.model_dump_json())
         engine = [self.python, "-m", "worker.engine_main", "--spec", str(spec_file)]
         engine += ["--project", str(project), "--out", str(out)]
+        engine += ["--counters", str(counters)] if counters is not None else []
         argv = [self.python, "-m", "worker.job_supervisor", "--worker-pid", str(os.getpid())]
         argv += ["--grace", str(KILL_GRACE_S)]
         argv += ["--scratch", str(scratch)] if scratch is not None else []

@@ -19,6 +19,8 @@ from intelliperf.contract.worker import ClaimedJob, JobResult
 from intelliperf.errors import OUTCOME_BY_EXIT_CODE
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
+from worker.counter_entries import OUTPUT as COUNTERS_OUTPUT
+from worker.counter_entries import publish, publishes, repository_folder
 from worker.executor import REPRODUCER, EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.job_events import EventSender
@@ -85,6 +87,7 @@ class JobRunner:
         github_retries: int = 3,
         github_throttle: bool = True,
         github_hosts: Sequence[str] = ("github.com",),
+        counter_root: Path | None = None,
     ) -> None:
         self.service = service
         self.executor = executor
@@ -100,6 +103,8 @@ class JobRunner:
         """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
         self.github_hosts = list(github_hosts)
         """The hosts a job's repository may be cloned from (INTELLIPERF_GITHUB_HOSTS)."""
+        self.counter_root = counter_root
+        """Where each repository's counters are kept between jobs (worker.counter_entries); None: no reuse."""
         self._events: EventSender | None = None
 
     def run(self, job_id: str, delivery: str) -> str:
@@ -148,6 +153,7 @@ class JobRunner:
                 self._finish(job.id, status="failed", outcome="bad_spec", error=error)
                 return "failed"
             out = scratch / "out"
+            counters = self._counters(job)
             result = self.executor.run(
                 spec,
                 project,
@@ -157,8 +163,11 @@ class JobRunner:
                 time_limit_s=min(spec.timeouts.job_s, self.time_limit_s),
                 env={spec.llm.key_env: secrets["llm_key"]} if "llm_key" in secrets else None,
                 scratch=scratch,
+                counters=counters,
             )
             status, outcome, error = classify(result)
+            if status == "succeeded" and counters is not None and publishes(spec):
+                self._publish(out / COUNTERS_OUTPUT, counters)
             report, pr_url = result.report, None
             if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there
                 download, report = self._store_reproducer(job.id, out / REPRODUCER, scratch, report)
@@ -177,6 +186,22 @@ class JobRunner:
             pr_url=pr_url,
         )
         return status
+
+    def _counters(self, job: ClaimedJob) -> Path | None:
+        """The job's repository's counter folder (made if new), None without a repository or a root."""
+        if self.counter_root is None:
+            return None
+        folder = repository_folder(self.counter_root, job.repository)
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _publish(self, written: Path, folder: Path) -> None:
+        published = publish(written, folder)
+        for refused in published.refused:
+            self._event("log", f"counters not kept: {refused}")
+        if published.kept:
+            self._event("log", f"counters of {published.kept} kernel(s) kept for later pushes to reuse")
 
     def _finish(self, job_id: str, **result: object) -> None:
         self.service.result(job_id, JobResult(run_id=self.heartbeat.run_id, **result))  # type: ignore[arg-type]

@@ -14,9 +14,11 @@ rows) and the timing pass's `KernelStats` (per kernel: launches and their durati
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,9 +32,11 @@ __all__ = [
     "KernelProfile",
     "KernelStats",
     "Kind",
+    "LaunchShape",
     "MissingMetricError",
     "Quantity",
     "SourceRow",
+    "shape_hash",
     "stats_of",
 ]
 
@@ -235,15 +239,29 @@ class KernelStats:
     min_ns: int
     max_ns: int
     code_hash: str | None = None
+    shape_hash: str | None = None
+
+
+LaunchShape = tuple[int, ...]
+"""One launch configuration: grid x, y, z, block x, y, z and shared memory bytes (static + dynamic)."""
+
+
+def shape_hash(shapes: Iterable[LaunchShape]) -> str:
+    """16 hex digits naming the set of launch configurations a kernel ran with (order and repeats do not
+    count): with the code hash, what decides that an earlier counter pass still describes the kernel."""
+    distinct = sorted({tuple(int(v) for v in shape) for shape in shapes})
+    return hashlib.sha256(json.dumps(distinct).encode()).hexdigest()[:16]
 
 
 def stats_of(
     durations: Mapping[str, Sequence[int]],
     demangled: Mapping[str, str],
     codes: Mapping[str, str] | None = None,
+    shapes: Mapping[str, str] | None = None,
 ) -> list[KernelStats]:
-    """Per kernel name, its launches' statistics (durations in ns) and its code hash when the timing pass
-    read one, hottest first. Shared by every timing pass (CUPTI's tracer, rocprofv3's kernel trace)."""
+    """Per kernel name, its launches' statistics (durations in ns), and its code hash and launch shape hash
+    where the timing pass read them, hottest first. Shared by every timing pass (CUPTI's tracer,
+    rocprofv3's kernel trace)."""
     stats = [
         KernelStats(
             name=name,
@@ -255,6 +273,7 @@ def stats_of(
             min_ns=min(values),
             max_ns=max(values),
             code_hash=(codes or {}).get(name),
+            shape_hash=(shapes or {}).get(name),
         )
         for name, values in durations.items()
         if values

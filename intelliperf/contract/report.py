@@ -20,6 +20,7 @@ __all__ = [
     "PassTimings",
     "RankedKernel",
     "Report",
+    "ReusedCounters",
     "Selection",
     "Severity",
     "SourceLine",
@@ -69,6 +70,12 @@ class RankedKernel(_Frozen):
         "same in two builds of unchanged code, whatever folder they were built in; None where the tracer saw "
         "no module holding it",
     )
+    shape_hash: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{16}$",
+        description="A hash of the set of launch configurations (grid, block, shared memory) the kernel ran "
+        "with; None where the timing pass does not see them",
+    )
 
 
 class SourceLine(_Frozen):
@@ -115,8 +122,23 @@ class PassTimings(_Frozen):
     build_s: float | None = None
     timing_s: float | None = None
     counters_s: float | None = None
+    """The counter pass; None when it did not run (every kernel's counters reused)."""
+    counters_saved_s: float | None = None
+    """What the reused counters cost when they were measured: the counter pass time this run did not spend."""
     regions_s: float | None = None
     optimize_s: float | None = None
+
+
+class ReusedCounters(_Frozen):
+    """A kernel whose counters (and so its diagnosis) came from an earlier run instead of a counter pass:
+    its code hash and launch shapes were those of that run, on a device of the same name and architecture."""
+
+    kernel: str = Field(description="Mangled name")
+    code_hash: str = Field(pattern=r"^[0-9a-f]{16}$")
+    shape_hash: str = Field(pattern=r"^[0-9a-f]{16}$")
+    commit: str | None = Field(description="The commit of the run that measured them, where it was known")
+    measured_at: datetime
+    saved_s: float = Field(ge=0, description="Its share of the counter pass that measured it")
 
 
 class KernelRegion(_Frozen):
@@ -361,6 +383,9 @@ class Report(_Frozen):
     best: BestResult | None = None
     diff: str | None = Field(default=None, description="Unified diff of the best attempt")
     passes: PassTimings = Field(default_factory=PassTimings)
+    reused_counters: list[ReusedCounters] = Field(
+        default_factory=list, description="Kernels diagnosed from an earlier run's counters (code unchanged)"
+    )
     intra_kernel: IntraKernelProfile | None = Field(
         default=None, description="Cycles per region of the selected Triton kernel (Proton)"
     )

@@ -64,6 +64,11 @@ class ClaimedJob(_Message):
     id: str
     spec: JobSpec
     source: Literal["archive", "git"]
+    repository: str | None = Field(
+        default=None,
+        description="owner/name the service attributes the job to (None for a job without one): the "
+        "worker keeps reused counters per repository",
+    )
     secrets: dict[str, str] = Field(
         default_factory=dict, description="Sent once, with the claim; never logged"
     )

@@ -14,6 +14,7 @@ from intelliperf.contract import Diagnosis, JobSpec, PassTimings, RankedKernel, 
 from intelliperf.contract.kernel_names import canonical_signature
 from intelliperf.contract.profile import KernelProfile
 from intelliperf.engine.build import run_build
+from intelliperf.engine.counter_store import CounterStore
 from intelliperf.engine.kernel_source import at_kernel_definition
 from intelliperf.engine.progress import NullProgress, Progress
 from intelliperf.engine.workspace import workspace
@@ -190,19 +191,33 @@ class Diagnosed:
 
 
 def run_diagnosis(
-    spec: JobSpec, *, backend: GpuBackend, project: Path, progress: Progress | None = None
+    spec: JobSpec,
+    *,
+    backend: GpuBackend,
+    project: Path,
+    progress: Progress | None = None,
+    counter_store: CounterStore | None = None,
 ) -> Report:
     """The diagnosis part of a job, for its first application, in a scratch copy of ``project``."""
     settings = get_settings()
     with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
-        return diagnose_in(spec, backend=backend, ws=ws, project=project, progress=progress).report
+        return diagnose_in(
+            spec, backend=backend, ws=ws, project=project, progress=progress, counter_store=counter_store
+        ).report
 
 
 def diagnose_in(
-    spec: JobSpec, *, backend: GpuBackend, ws: Path, project: Path, progress: Progress | None = None
+    spec: JobSpec,
+    *,
+    backend: GpuBackend,
+    ws: Path,
+    project: Path,
+    progress: Progress | None = None,
+    counter_store: CounterStore | None = None,
 ) -> Diagnosed:
     """Build in the workspace ``ws`` (a copy of ``project``), time every kernel, count what the formulas need
-    on the top ones, decide and localize. Raises an IntelliPerfError on bad input."""
+    on the top ones (reusing ``counter_store``'s counters of kernels whose code and launch shapes did not
+    change, and saving the new ones there), decide and localize. Raises an IntelliPerfError on bad input."""
     progress = progress or NullProgress()
     settings = get_settings()
     if len(spec.applications) != 1:
@@ -241,22 +256,65 @@ def diagnose_in(
     warnings.extend(note for note in (library_note(shown), minor_note(shown, top)) if note)
     progress.done("timing", f"{len(ranked)} kernels, {sum(k.launches for k in ranked)} launches")
     metrics = metrics_for(formulas)
-    what = f"the recorded {backend.profiler} counters of" if recorded else f"{backend.profiler} on"
-    source = " + source" if backend.source_lines else ""
-    progress.start("counters", f"{what} {len(top)} kernel(s), {len(metrics)} quantities{source}")
-    started = time.perf_counter()
-    profiles = backend.collect(
-        app.command, cwd=ws, kernels=top, metrics=metrics, timeout_s=settings.counters_timeout_s
+    reused, notes = (counter_store or CounterStore(None, None)).find(
+        top, device=device, quantities=metrics, ws=ws
     )
-    counters_s = time.perf_counter() - started
-    warnings.extend(backend.take_notes())
-    if not profiles:
-        raise ProfileError(
-            f"{backend.profiler}'s report holds none of the top kernels",
-            hint=f"the kernels {backend.profiler} profiled could not be matched to the traced ones; use -k",
+    warnings.extend(notes)
+    for kept in reused.values():
+        where = f"commit {kept.record.commit}" if kept.record.commit else "an earlier run"
+        warnings.append(
+            f"{kept.profile.demangled}: counters reused from {where} (same code hash {kept.record.code_hash} "
+            f"and launch shapes on {device.name}): not profiled again"
         )
-    device = backend.device()  # the counter pass adds what the profiler knows (SM count, L2 size)
-    progress.done("counters", f"{counters_s:.1f} s")
+    to_profile = [k for k in top if k.name not in reused]
+    profiles: dict[str, KernelProfile] = {}
+    counters_s = None
+    if to_profile:
+        what = f"the recorded {backend.profiler} counters of" if recorded else f"{backend.profiler} on"
+        source = " + source" if backend.source_lines else ""
+        reusing = f" ({len(reused)} reused)" if reused else ""
+        progress.start(
+            "counters", f"{what} {len(to_profile)} kernel(s){reusing}, {len(metrics)} quantities{source}"
+        )
+        started = time.perf_counter()
+        profiles = dict(
+            backend.collect(
+                app.command,
+                cwd=ws,
+                kernels=to_profile,
+                metrics=metrics,
+                timeout_s=settings.counters_timeout_s,
+            )
+        )
+        counters_s = time.perf_counter() - started
+        warnings.extend(backend.take_notes())
+        if not profiles:
+            raise ProfileError(
+                f"{backend.profiler}'s report holds none of the top kernels",
+                hint=f"the kernels {backend.profiler} profiled could not be matched to the traced ones; "
+                "use -k",
+            )
+        named = device  # the key names the device as the timing pass saw it, as the next lookup will
+        device = backend.device()  # the counter pass adds what the profiler knows (SM count, L2 size)
+        if counter_store is not None:
+            try:
+                counter_store.save(
+                    profiles,
+                    to_profile,
+                    device=device,
+                    key_device=named,
+                    quantities=metrics,
+                    ws=ws,
+                    project=project,
+                    counters_s=counters_s,
+                )
+            except OSError as error:  # the diagnosis stands; only later runs lose the reuse
+                warnings.append(f"the counters could not be kept in {counter_store.write}: {error}")
+        progress.done("counters", f"{counters_s:.1f} s")
+    else:
+        device = next(iter(reused.values())).device
+        progress.note(f"counters: all {len(reused)} kernel(s) reused; the counter pass did not run")
+    profiles.update({name: kept.profile for name, kept in reused.items()})
     progress.start("diagnose", ", ".join(f.name for f in formulas))
     diagnoses = project_relative(
         _diagnose_kernels(formulas, top, profiles, warnings, backend, ws), ws, project
@@ -289,9 +347,15 @@ def diagnose_in(
         diagnoses=diagnoses,
         selected=selection,
         passes=PassTimings(
-            setup_s=setup_s, build_s=build_s, timing_s=timing_s, counters_s=counters_s, regions_s=regions_s
+            setup_s=setup_s,
+            build_s=build_s,
+            timing_s=timing_s,
+            counters_s=counters_s,
+            counters_saved_s=round(sum(k.record.saved_s for k in reused.values()), 3) if reused else None,
+            regions_s=regions_s,
         ),
+        reused_counters=[reused[k.name].record for k in top if k.name in reused],
         intra_kernel=intra_kernel,
         warnings=warnings,
     )
-    return Diagnosed(report=report, profiles=dict(profiles))
+    return Diagnosed(report=report, profiles=profiles)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from intelliperf.contract import JobSpec, Report
+from intelliperf.engine.counter_store import CounterStore
 from intelliperf.engine.job import check_optimizable, run_job
 from intelliperf.engine.progress import Progress
 from intelliperf.errors import ProfileError, SpecError
@@ -54,14 +55,16 @@ def run_spec(
     replay: Path | None = None,
     record: Path | None = None,
     reproducer_dir: Path | None = None,
+    counter_store: CounterStore | None = None,
 ) -> Report:
     """Diagnose ``spec``'s application in a copy of ``project`` and, where the spec optimizes, run the loop.
 
     ``replay`` reads a profile recorded on a GPU machine instead of the GPU: diagnosis only, unless the folder
     is a recording of the loop itself (`intelliperf.engine.recorded_loop`), whose verdicts are then replayed.
     ``record`` keeps every GPU export there (fixtures); ``reproducer_dir`` receives the best candidate's
-    reproducer (``intelliperf replay``). Raises an IntelliPerfError for bad input, before any
-    work where it can be found before."""
+    reproducer (``intelliperf replay``); ``counter_store`` reuses the counters of kernels whose code did not
+    change and keeps the new ones (`intelliperf.engine.counter_store`). Raises an IntelliPerfError for bad
+    input, before any work where it can be found before."""
     from intelliperf.engine.recorded_loop import is_loop_recording
 
     if len(spec.applications) != 1:
@@ -95,6 +98,7 @@ def run_spec(
         proposer=proposer,
         progress=progress,
         reproducer_dir=reproducer_dir,
+        counter_store=counter_store,
         **extra,
     )
     if spec.optimizes and not optimize:

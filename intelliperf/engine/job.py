@@ -16,6 +16,7 @@ from formulas.base import Formula
 from formulas.registry import get
 from intelliperf.contract import BestResult, JobSpec, Optimization, Report
 from intelliperf.engine.candidate import CandidateTree, Target
+from intelliperf.engine.counter_store import CounterStore
 from intelliperf.engine.diagnose import Diagnosed, diagnose_in
 from intelliperf.engine.judge import AccordoJudge, Judge, options_for
 from intelliperf.engine.optimize import LoopResult, run_loop
@@ -168,6 +169,7 @@ def run_job(
     progress: Progress | None = None,
     judge_factory: JudgeFactory = judge_for,
     reproducer_dir: Path | None = None,
+    counter_store: CounterStore | None = None,
 ) -> Report:
     """Diagnose and, with a ``proposer`` and a formula other than diagnoseOnly, optimize the selected
     bottleneck; the best candidate's reproducer (Accordo's judge) is copied to ``reproducer_dir``. Raises
@@ -179,7 +181,9 @@ def run_job(
     if optimize:
         check_optimizable(spec)
     with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
-        diagnosed = diagnose_in(spec, backend=backend, ws=ws, project=project, progress=progress)
+        diagnosed = diagnose_in(
+            spec, backend=backend, ws=ws, project=project, progress=progress, counter_store=counter_store
+        )
         report = diagnosed.report
         if not optimize or proposer is None:
             return report

@@ -42,6 +42,7 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
             share=round(k.total_ns / total, 6),
             library=is_library_kernel(k.demangled),
             code_hash=k.code_hash,
+            shape_hash=k.shape_hash,
         )
         for i, k in enumerate(ordered, start=1)
     ]

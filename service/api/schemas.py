@@ -150,7 +150,11 @@ class KernelSampleOut(BaseModel):
     launches: int
     median_ns: float
     mean_ns: float
-    code_hash: str | None = Field(description="Not computed yet: always null")
+    code_hash: str | None = Field(description="Its machine code's hash; null where the tracer saw none")
+    shape_hash: str | None = Field(description="A hash of its launch configurations (grid, block, smem)")
+    counters_reused: bool | None = Field(
+        description="Its counters came from an earlier job with the same code and shapes; null: not profiled"
+    )
 
 
 class KernelSeries(BaseModel):

@@ -150,6 +150,7 @@ def claim_job(job_id: str, body: ClaimRequest, request: Request, _: WorkerToken)
             id=job.id,
             spec=JobSpec.model_validate(job.spec),
             source="archive" if job.source == "archive" else "git",
+            repository=job.repository,
             secrets=secrets,
             secrets_error=secrets_error,
         )

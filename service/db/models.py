@@ -185,7 +185,15 @@ class KernelSample(Base):
     location: Mapped[str | None] = mapped_column(
         Text, doc="file:line of the first source location a diagnosis of the kernel gives"
     )
-    code_hash: Mapped[str | None] = mapped_column(String(64), doc="Not computed by the engine yet")
+    code_hash: Mapped[str | None] = mapped_column(
+        String(64), doc="The kernel's machine code hash from the timing pass (None where it saw none)"
+    )
+    shape_hash: Mapped[str | None] = mapped_column(
+        String(16), doc="A hash of the kernel's launch configurations (grid, block, shared memory)"
+    )
+    counters_reused: Mapped[bool | None] = mapped_column(
+        Boolean, doc="Whether its diagnosis came from an earlier run's counters (None: not profiled)"
+    )
     launches: Mapped[int] = mapped_column(BigInteger)
     median_ns: Mapped[float] = mapped_column(Float)
     mean_ns: Mapped[float] = mapped_column(Float)

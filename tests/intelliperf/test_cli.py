@@ -250,3 +250,19 @@ def test_replay_names_a_missing_folder_and_needs_a_gpu(tmp_path: Path) -> None:
     if not gpu_available():
         no_gpu = intelliperf("replay", str(tmp_path))
         assert no_gpu.returncode == NoGpuError.exit_code, no_gpu.stderr
+
+
+def test_a_counter_store_that_is_a_file_is_refused_and_a_run_without_code_hashes_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "file").write_text("x")
+    refused = replay("transpose_bank", "--counter_store", str(tmp_path / "file"))
+    assert refused.returncode == SpecError.exit_code and "--counter_store" in refused.stderr
+    assert "not a folder" in refused.stderr
+    output = tmp_path / "report.json"
+    kept = replay("transpose_bank", "--counter_store", str(tmp_path / "store"), "-o", str(output))
+    assert kept.returncode == 0, kept.stderr
+    report = Report.model_validate_json(output.read_text())
+    # recorded before the tracer hashed code: the shape is known, the code is not, so nothing is keyed
+    assert report.kernels[0].shape_hash is not None and report.kernels[0].code_hash is None
+    assert report.reused_counters == [] and not list((tmp_path / "store").glob("*.json"))

@@ -24,6 +24,7 @@ from intelliperf.contract import (
     RankedKernel,
     Report,
     RepositoryRef,
+    ReusedCounters,
     TrackSettings,
 )
 from intelliperf.contract.worker import JobResult
@@ -52,14 +53,21 @@ SORT = "_ZN3cub18DeviceRadixSortKernelIfEEvPKfPfi"
 
 
 TRANSPOSE_CODE = "d41d3674da58c5de"
+TRANSPOSE_SHAPE = "5d2a0c3e9b7f1a64"
 
 
 def kernel(
-    rank: int, name: str, median_ns: float, *, library: bool = False, code_hash: str | None = None
+    rank: int,
+    name: str,
+    median_ns: float,
+    *,
+    library: bool = False,
+    code_hash: str | None = None,
+    shape_hash: str | None = None,
 ) -> RankedKernel:
     demangled = f"{name[4:]}(…)"
     made = make_kernel(rank, name, median_ns=median_ns, launches=20, library=library, demangled=demangled)
-    return made.model_copy(update={"code_hash": code_hash})
+    return made.model_copy(update={"code_hash": code_hash, "shape_hash": shape_hash})
 
 
 def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Diagnosis:
@@ -70,9 +78,23 @@ def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Di
 
 
 def report(
-    transpose_ns: float = 80_960.5, device: str | None = H100, transpose_code: str = TRANSPOSE_CODE
+    transpose_ns: float = 80_960.5,
+    device: str | None = H100,
+    transpose_code: str = TRANSPOSE_CODE,
+    reused: bool = False,
 ) -> dict[str, Any]:
-    """A report as the engine writes one: two project kernels and a library kernel (CUB)."""
+    """A report as the engine writes one: two project kernels and a library kernel (CUB); ``reused``: the
+    transpose kernel's counters came from an earlier job."""
+    reused_counters = [
+        ReusedCounters(
+            kernel=TRANSPOSE,
+            code_hash=transpose_code,
+            shape_hash=TRANSPOSE_SHAPE,
+            commit="c0ffee0",
+            measured_at=datetime(2026, 11, 1, tzinfo=UTC),
+            saved_s=3.5,
+        )
+    ]
     return Report(
         intelliperf_version="1.0.0",
         device=DeviceInfo(name=device, arch="sm_90") if device else None,
@@ -80,7 +102,7 @@ def report(
         project_directory=".",
         formula_requested="auto",
         kernels=[
-            kernel(1, TRANSPOSE, transpose_ns, code_hash=transpose_code),
+            kernel(1, TRANSPOSE, transpose_ns, code_hash=transpose_code, shape_hash=TRANSPOSE_SHAPE),
             kernel(2, SORT, 30_000.0, library=True),
             kernel(3, INIT, 40_768.0),
         ],
@@ -89,6 +111,7 @@ def report(
             diagnosis(TRANSPOSE, "bankConflict", ("transpose.cu", 59), ("transpose.cu", 61)),
             diagnosis(INIT, "bankConflict"),
         ],
+        reused_counters=reused_counters if reused else [],
     ).model_dump(mode="json")
 
 
@@ -149,10 +172,21 @@ def test_a_finished_jobs_report_records_each_project_kernel_once(live: LiveServi
     assert (transpose.launches, transpose.median_ns, transpose.total_ns) == (20, 80_960.5, 1_619_210)
     assert transpose.mean_ns == pytest.approx(81_770.105)
     assert (transpose.code_hash, init.code_hash) == (TRANSPOSE_CODE, None)  # init's module was not seen
+    assert (transpose.shape_hash, init.shape_hash) == (TRANSPOSE_SHAPE, None)
+    assert (transpose.counters_reused, init.counters_reused) == (False, False)  # both profiled, this job
     assert transpose.created_at == init.created_at == finished_at
     with db.session() as session:  # the job's end recorded once more (a reaper, a retried transaction)
         finish(session, job_id, status="succeeded", outcome="diagnosed", report=report(transpose_ns=1.0))
     assert [(s.id, s.median_ns) for s in samples(db, job_id)] == [(s.id, s.median_ns) for s in recorded]
+
+
+def test_a_sample_says_whether_its_kernel_s_counters_were_reused_or_not_profiled(db: Database) -> None:
+    job_id = finished_job(db, spec(commit="c0ffee2"), report(reused=True))
+    by_kernel = {s.kernel: s for s in samples(db, job_id)}
+    assert (by_kernel[TRANSPOSE].counters_reused, by_kernel[INIT].counters_reused) == (True, False)
+    unprofiled = {**report(), "diagnoses": []}  # a kernel listed but not profiled (under 5% of GPU time)
+    other = finished_job(db, spec(commit="c0ffee3"), unprofiled)
+    assert {s.kernel: s.counters_reused for s in samples(db, other)} == {TRANSPOSE: None, INIT: None}
 
 
 def test_a_report_that_does_not_parse_keeps_the_jobs_end_and_records_no_samples(db: Database) -> None:
@@ -234,6 +268,8 @@ def test_the_series_api_reads_a_kernels_samples_in_time_order(live: LiveService,
             "median_ns": 70.0,
             "mean_ns": pytest.approx(70.7),
             "code_hash": TRANSPOSE_CODE,
+            "shape_hash": TRANSPOSE_SHAPE,
+            "counters_reused": False,
         }
         on_h100 = client.get(
             "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "device": H100, "limit": 2}

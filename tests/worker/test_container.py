@@ -102,6 +102,18 @@ def test_container_options_attach_the_spec_vendor_gpu(tmp_path: Path) -> None:
     )
 
 
+def test_the_repository_s_counters_are_mounted_read_only_and_named_to_the_engine(tmp_path: Path) -> None:
+    executor = ContainerExecutor("img", attach_gpu=False)
+    spec = JobSpec.model_validate(REPLAY_SPEC)
+    counters = tmp_path / "counters" / "acme"
+    options = executor.container_options(spec, tmp_path / "p", tmp_path / "o", None, counters)
+    assert options["volumes"][str(counters)] == {"bind": str(counters), "mode": "ro"}
+    assert options["volumes"][str(tmp_path / "o")]["mode"] == "rw"  # where the engine writes new ones
+    assert options["command"][-2:] == ["--counters", str(counters)]
+    plain = executor.container_options(spec, tmp_path / "p", tmp_path / "o")
+    assert "--counters" not in plain["command"] and str(counters) not in plain["volumes"]
+
+
 def test_only_the_job_s_own_llm_key_goes_and_only_to_jobs_that_may_call_the_llm(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

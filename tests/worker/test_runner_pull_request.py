@@ -17,7 +17,6 @@ from sqlalchemy import select
 
 from intelliperf.contract import JobSpec
 from service.auth import ADMIN
-from service.db.migrate import upgrade
 from service.db.models import Job, JobEvent
 from service.db.session import Database
 from service.deliveries import new_deliveries
@@ -53,35 +52,10 @@ class RecordedEngine:
         time_limit_s: float,
         env: Mapping[str, str] | None = None,
         scratch: Path | None = None,
+        counters: Path | None = None,
     ) -> ExecutionResult:
         on_events([EngineEvent("stage", "optimizing", "optimize")])
         return ExecutionResult(0, False, False, None, self.report, "# summary", "")
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> ServiceSettings:
-    return ServiceSettings(
-        data_dir=tmp_path / "data",
-        database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
-        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def db(settings: ServiceSettings) -> Iterator[Database]:
-    upgrade(settings.resolved_database_url)
-    database = Database(settings.resolved_database_url)
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def api(settings: ServiceSettings, db: Database) -> Iterator[ServiceClient]:
-    """The worker's side of the worker API, against the real service on this database."""
-    with serve(settings, dispatch=False) as live:
-        client = ServiceClient(live.url, WORKER_TOKEN, retry_s=5)
-        yield client
-        client.close()
 
 
 @pytest.fixture
