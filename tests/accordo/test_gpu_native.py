@@ -162,7 +162,11 @@ def test_trace_gives_each_kernel_a_code_hash_that_follows_its_code_not_its_build
     changes that kernel's hash only (issue 43: reuse by content hash)."""
     source = (HERE / "sample_app.cu").read_text()
     elsewhere = build_sample(source, tmp_path / "another" / "checkout")
-    changed = build_sample(source.replace("2.0f * in[i] + 1.0f", "3.0f * in[i] + 1.0f"), tmp_path / "changed")
+    rescaled = source.replace("2.0f * in[i] + 1.0f", "3.0f * in[i] + 1.0f")
+    # the host's check of the result follows the kernel (host code is in no kernel's section)
+    rescaled = rescaled.replace("expected = 2.0f * 0.5f", "expected = 3.0f * 0.5f")
+    assert rescaled.count("3.0f") == source.count("3.0f") + 2
+    changed = build_sample(rescaled, tmp_path / "changed")
     hashes = []
     for binary in (sample_app, elsewhere, changed):
         run = run_traced([str(binary), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib)
