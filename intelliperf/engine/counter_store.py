@@ -31,8 +31,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from intelliperf.contract import DeviceInfo, RankedKernel, ReusedCounters
 from intelliperf.contract.profile import KernelProfile, Quantity, SourceRow
+from intelliperf.engine.workspace import relative_to_roots
 
-__all__ = ["ENTRY_LIMIT_BYTES", "CounterStore", "Reused", "StoredCounters", "project_commit", "read_entry"]
+__all__ = [
+    "ENTRY_LIMIT_BYTES",
+    "CounterStore",
+    "Reused",
+    "StoredCounters",
+    "entry_bytes",
+    "project_commit",
+    "read_entry",
+]
 
 STORE_FORMAT = 1
 ENTRY_LIMIT_BYTES = 64 * 2**20
@@ -72,12 +81,18 @@ class StoredCounters(BaseModel):
     counters_s: float = Field(ge=0)
 
 
-def read_entry(data: bytes, digest: str) -> StoredCounters:
-    """An entry read from untrusted bytes stored under the name ``digest``; ValueError (a pydantic
-    ValidationError is one) where it is too large, malformed, under another key's name, or its profile is
-    not a profile."""
-    if len(data) > ENTRY_LIMIT_BYTES:
+def entry_bytes(path: Path) -> bytes:
+    """The bytes of the entry file ``path``, refused (ValueError) before reading when it is over the limit;
+    OSError where it cannot be read."""
+    if path.stat().st_size > ENTRY_LIMIT_BYTES:
         raise ValueError(f"larger than {ENTRY_LIMIT_BYTES} bytes")
+    return path.read_bytes()
+
+
+def read_entry(data: bytes, digest: str) -> StoredCounters:
+    """An entry read from untrusted bytes (``entry_bytes``) stored under the name ``digest``; ValueError (a
+    pydantic ValidationError is one) where it is malformed, under another key's name, or its profile is not
+    a profile."""
     entry = StoredCounters.model_validate_json(data)
     if entry.key.digest != digest:
         raise ValueError("its key is not the one its name says")
@@ -119,18 +134,6 @@ def _file_digest(path: Path) -> str | None:
         return None
 
 
-def _relative(file: str, roots: Sequence[Path]) -> str:
-    """``file`` relative to the first of ``roots`` that holds it (the workspace, or the project where
-    binaries built before the copy point), marked so; other files (CUDA headers) as they are."""
-    path = Path(file)
-    if not path.is_absolute():
-        return file
-    for root in roots:
-        if path.resolve().is_relative_to(root.resolve()):
-            return WORKSPACE + path.resolve().relative_to(root.resolve()).as_posix()
-    return file
-
-
 def _rooted(file: str, ws: Path) -> str:
     return str(ws / file.removeprefix(WORKSPACE)) if file.startswith(WORKSPACE) else file
 
@@ -145,12 +148,20 @@ def _map_rows(rows: Sequence[SourceRow], file: Any) -> list[SourceRow]:
 
 
 def _stored_profile(profile: KernelProfile, roots: Sequence[Path]) -> dict[str, Any]:
+    """``profile`` as JSON, its source paths inside one of ``roots`` (the workspace, or the project where
+    binaries built before the copy point) marked relative; other files (CUDA headers) as they are."""
+    relative = relative_to_roots(*roots)
+
+    def portable_path(file: str) -> str:
+        inside = relative(file)
+        return file if inside is None else WORKSPACE + inside
+
     portable = replace(
         profile,
         metrics=_finite(profile.metrics),
         instructions=[replace(i, metrics=_finite(i.metrics)) for i in profile.instructions],
-        source=_map_rows(profile.source, lambda f: _relative(f, roots)),
-        source_text={_relative(f, roots): list(lines) for f, lines in profile.source_text.items()},
+        source=_map_rows(profile.source, portable_path),
+        source_text={portable_path(f): list(lines) for f, lines in profile.source_text.items()},
     )
     return _PROFILE.dump_python(portable, mode="json")
 
@@ -203,11 +214,13 @@ class CounterStore:
             return found, notes
         for kernel in kernels:
             key = self.key(device, kernel, quantities)
-            path = None if key is None else self.read / f"{key.digest}.json"
-            if key is None or path is None or not path.is_file():
+            if key is None:
+                continue
+            path = self.read / f"{key.digest}.json"
+            if not path.is_file():
                 continue
             try:
-                entry = read_entry(path.read_bytes(), key.digest)
+                entry = read_entry(entry_bytes(path), key.digest)
                 profile = _loaded_profile(entry.profile, ws)
             except (OSError, ValueError) as error:
                 first = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -17,7 +17,7 @@ from intelliperf.engine.build import run_build
 from intelliperf.engine.counter_store import CounterStore
 from intelliperf.engine.kernel_source import at_kernel_definition
 from intelliperf.engine.progress import NullProgress, Progress
-from intelliperf.engine.workspace import workspace
+from intelliperf.engine.workspace import relative_to_roots, workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
 from intelliperf.process import is_python_command
@@ -164,18 +164,14 @@ def project_relative(diagnoses: list[Diagnosis], *roots: Path) -> list[Diagnosis
     """Locations with files inside one of ``roots`` (the scratch workspace, which is gone once the
     diagnosis ends, and the project itself, where binaries built before the copy point) named relative
     to it, so to the project. Other files (CUDA headers) stay as they are."""
-    resolved = [Path(root).resolve() for root in roots]
-
-    def relative(file: str) -> str:
-        if not Path(file).is_absolute():
-            return file
-        path = Path(file).resolve()
-        root = next((root for root in resolved if path.is_relative_to(root)), None)
-        return file if root is None else str(path.relative_to(root))
-
+    relative = relative_to_roots(*roots)
     return [
         d.model_copy(
-            update={"locations": [loc.model_copy(update={"file": relative(loc.file)}) for loc in d.locations]}
+            update={
+                "locations": [
+                    loc.model_copy(update={"file": relative(loc.file) or loc.file}) for loc in d.locations
+                ]
+            }
         )
         for d in diagnoses
     ]

@@ -5,16 +5,34 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 from intelliperf.errors import SpecError
 from intelliperf.process import JIT_CACHE
 
-__all__ = ["copy_workspace", "workspace", "write_back"]
+__all__ = ["copy_workspace", "relative_to_roots", "workspace", "write_back"]
 
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.ncu-rep", ".venv", "node_modules", JIT_CACHE)
+
+
+def relative_to_roots(*roots: Path) -> Callable[[str], str | None]:
+    """A function that names an absolute file relative to the first of ``roots`` holding it (POSIX), and
+    gives None for a relative file or one outside every root. The roots are resolved once, and each file
+    once (a profile names the same few files in thousands of source rows)."""
+    resolved = [Path(root).resolve() for root in roots]
+
+    @cache
+    def relative(file: str) -> str | None:
+        if not Path(file).is_absolute():
+            return None
+        path = Path(file).resolve()
+        root = next((root for root in resolved if path.is_relative_to(root)), None)
+        return None if root is None else path.relative_to(root).as_posix()
+
+    return relative
 
 
 @contextmanager
