@@ -103,15 +103,15 @@ RUN set -eu; \
     /opt/intelliperf/bin/python -m pip install --no-cache-dir --disable-pip-version-check "$@" \
         "/src[service,worker,llm]"; \
     rm -rf /src
-# Accordo's CUPTI library, built here (g++ and the CUDA headers are in this image) and not in a job's
+# The native profiler (a CUPTI injection library), built here (g++ and the CUDA headers are in this image) and not in a job's
 # first timing pass; root builds it, every user reads it.
-ENV ACCORDO_CACHE_DIR=/opt/intelliperf/accordo
+ENV INTELLIPERF_PROFILER_CACHE_DIR=/opt/intelliperf/profiler
 RUN /opt/intelliperf/bin/intelliperf prepare
 # Non-root: the NVIDIA container toolkit makes the GPU's device nodes usable by any user, so CUDA works.
 # The hardware counters (CUPTI's profiler), however, are admin-only unless the HOST's driver allows everyone
 # (options nvidia NVreg_RestrictProfilingToAdminUsers=0, then reload the module or reboot). Where that
 # cannot be set, run this image with `--user 0 --cap-add SYS_ADMIN` (compose: user: "0", cap_add).
-# (.cache: Accordo's built library; data: the embedded defaults. Made here so volumes mounted there are
+# (.cache: the profiler's built library; data: the embedded defaults. Made here so volumes mounted there are
 # the user's.)
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/intelliperf intelliperf \
     && install -d -o 10001 -g 10001 /home/intelliperf/.cache /home/intelliperf/data

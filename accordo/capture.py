@@ -1,5 +1,6 @@
-"""Buffer capture through libaccordo's capture mode: run an application, snapshot the device buffers of
-every launch of the kernels matching a regex before and after the kernel, and read the capture file.
+"""Buffer capture through the native profiler's capture mode: run an application, snapshot the device
+buffers of every launch of the kernels matching a regex before and after the kernel, and read the capture
+file.
 
 The file format is specified in profiler/native/FORMAT.md. Buffers are not copied when the file is read:
 ``Buffer.data`` is a numpy uint8 view over a read-only memory map of the file. A snapshot stored as a SAME
@@ -20,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 from intelliperf.errors import KernelNotFoundError, ProfileError, tail
-from profiler.trace import AppRun, accordo_messages, injection_env, run_app
+from profiler.trace import AppRun, injection_env, profiler_messages, run_app
 
 __all__ = [
     "Buffer",
@@ -484,7 +485,7 @@ def write_restore(
     folder: str | os.PathLike[str],
     replace: Callable[[Launch, Buffer], bytes | None] | None = None,
 ) -> Path:
-    """The inputs of every launch of ``capture``, as capture mode's ACCORDO_RESTORE reads them: one file
+    """The inputs of every launch of ``capture``, as capture mode's ``restore`` setting reads them: one file
     per launch and parameter, ``<seq>-<param>.bin``, holding the snapshot taken before the kernel, or what
     ``replace`` returns for it (None: the snapshot). A snapshot that repeats an earlier one (a SAME record)
     and is not replaced, or a replacement ``replace`` returned before (the same object), is a hard link to
@@ -558,12 +559,14 @@ def run_capture(
     library: str | os.PathLike[str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     restore: str | os.PathLike[str] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> CaptureRun:
     """Run ``cmd`` with buffer capture for the kernels whose mangled or demangled name matches
     ``kernel_regex`` (ECMAScript syntax, searched, not anchored). ``restore``: a folder ``write_restore``
     made; each launch then runs on the inputs it holds for that launch. ``max_bytes`` caps each snapshot
-    (ACCORDO_MAX_BYTES); ``budget_bytes`` bounds the capture's snapshots (ACCORDO_CAPTURE_BUDGET): a
-    program that makes the kernel read more raises CaptureBudgetError.
+    (the ``max_bytes`` setting); ``budget_bytes`` bounds the capture's snapshots (``capture_budget``): a
+    program that makes the kernel read more raises CaptureBudgetError. ``settings``: more profiler
+    settings (``{"dedup": "0"}``: profiler/native/config.h).
 
     A crash or timeout is returned (``status``), not raised. Raises AppError when the program cannot be
     started, ProfileError when it exited cleanly but wrote no capture (or the capture reports a setup
@@ -583,21 +586,22 @@ def run_capture(
         library = native_library()
     # PyTorch's caching allocator packs tensors into shared blocks; with it off every tensor is its own
     # allocation, so a snapshot holds one tensor and a candidate's extra tensors shift no one's offset.
-    extra = {"ACCORDO_KERNEL": kernel_regex, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    run_vars = {**(env or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    extra = {"kernel": kernel_regex, **(settings or {})}
     if max_bytes is not None:
-        extra["ACCORDO_MAX_BYTES"] = str(int(max_bytes))
+        extra["max_bytes"] = str(int(max_bytes))
     if budget_bytes is not None:
-        extra["ACCORDO_CAPTURE_BUDGET"] = str(int(budget_bytes))
+        extra["capture_budget"] = str(int(budget_bytes))
     if restore is not None:
-        extra["ACCORDO_RESTORE"] = str(Path(restore).resolve())
+        extra["restore"] = str(Path(restore).resolve())
 
-    with tempfile.TemporaryDirectory(prefix="accordo-capture-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="intelliperf-run-") as tmp:
         out_dir = Path(output_dir) if output_dir is not None else Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         if any(out_dir.glob("capture-*.bin")):
             raise ValueError(f"{out_dir} already holds capture-*.bin files; give an empty output_dir")
         pattern = "capture-%p.bin"
-        run_env = injection_env(env, Path(library), "capture", out_dir / pattern, **extra)
+        run_env = injection_env(run_vars, Path(library), Path(tmp), "capture", out_dir / pattern, **extra)
         app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
         captures = tuple(read_capture(p) for p in sorted(out_dir.glob("capture-*.bin")))
     return _judge(app, captures, kernel_regex, timeout_s)
@@ -636,7 +640,7 @@ def _judge(app: AppRun, captures: tuple[Capture, ...], kernel_regex: str, timeou
         status = "ok"
     capture = _pick(captures)
     if status == "ok":
-        notes = accordo_messages(app.stderr)
+        notes = profiler_messages(app.stderr)
         if capture is None:
             raise ProfileError(
                 "no capture was written: CUDA never loaded the capture library (the program did not "

@@ -28,7 +28,7 @@ between the reference runs before a launch are not treated as inputs.
 Two candidate captures are judged (``accordo.validate``):
 
 * **each launch in isolation** (``compare_captures``): the candidate ran with the reference's inputs
-  restored into its buffers before every launch (capture mode's ``ACCORDO_RESTORE``), so each launch is
+  restored into its buffers before every launch (capture mode's ``restore`` setting), so each launch is
   judged on the reference's own inputs for it and drift that earlier launches were allowed never becomes
   an input of a later one. For each launch (paired in order) it checks, in this order:
 

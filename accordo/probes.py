@@ -2,7 +2,7 @@
 or on the one input the program makes.
 
 Two probes run the reference, and then every candidate, with their buffers set by capture mode's restore
-(``ACCORDO_RESTORE``) before each launch of the kernel:
+(capture mode's ``restore`` setting) before each launch of the kernel:
 
 * ``prefilled_nan``: every output the reference's kernel overwrites whole is filled with NaN bytes (0xFF)
   first. A rewrite that skips work because the output already holds the answer (from an earlier launch,

@@ -127,7 +127,7 @@ def element_type(param: ParamType | None, default: str = "float32") -> str | Non
 
 
 def kernel_pattern(kernel: str) -> str:
-    """The ECMAScript/Python regex libaccordo searches for ``kernel``.
+    """The ECMAScript/Python regex the native profiler searches for ``kernel``.
 
     A mangled name (``_Z...``) matches exactly; a plain identifier matches a kernel of that name in any
     namespace, template or not (``block_sum``, ``ns::block_sum<float>(...)``, Triton's ``block_sum``)

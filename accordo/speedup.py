@@ -1,11 +1,11 @@
 """Speedup of a candidate over the reference, from kernel time measured inside the applications.
 
-Each run is one execution of the application under libaccordo; its kernel time is the sum over every
+Each run is one execution of the application under the native profiler; its kernel time is the sum over every
 launch of the target kernel, timed by one of two instruments (``timer``):
 
-* ``events`` (default): a CUDA event pair recorded around each launch on its stream (libaccordo's time
+* ``events`` (default): a CUDA event pair recorded around each launch on its stream (the profiler's time
   mode, ``accordo.timing``), with no CUPTI activity enabled; each timed launch starts on an idle device
-  with no persisting L2 lines (``ACCORDO_QUIESCE``): work the program put on another stream neither
+  with no persisting L2 lines (the ``quiesce`` setting): work the program put on another stream neither
   overlaps it nor escapes its events, and an access-policy window left set buys nothing;
 * ``cupti``: the tracer's CUPTI kernel activity records (``profiler.trace``).
 
@@ -36,12 +36,13 @@ from intelliperf.errors import ProfileError
 from profiler.trace import run_traced
 
 from .stats import t_quantile
-from .timing import run_timed
+from .timing import TimedLaunch, run_timed
 
 __all__ = [
     "FLAG_ABOVE",
     "TIMERS",
     "KernelTimes",
+    "RunSeen",
     "RunTimer",
     "Timer",
     "interleaved_speedup",
@@ -71,6 +72,10 @@ class KernelTimes:
     kernel_ns: tuple[float, ...]
     wall_s: tuple[float, ...]
     launches: tuple[int, ...]
+
+
+RunSeen = Callable[[str, Sequence[TimedLaunch]], None]
+"""Told, after each timed run, its side ("reference" or "candidate") and its launches as recorded."""
 
 
 def speedup_from_times(reference: KernelTimes, candidate: KernelTimes, timer: Timer = "events") -> Speedup:
@@ -115,10 +120,11 @@ def _launch_times(
     env: Mapping[str, str] | None,
     timeout_s: float,
     library: str | Path | None,
-) -> tuple[list[tuple[Hashable, float]], float]:
+) -> tuple[list[tuple[Hashable, float]], float, tuple[TimedLaunch, ...] | None]:
     """The target kernel's launches in one run of ``cmd`` as (which kernel, duration in ns), each kernel's
-    launches in launch order, and the run's wall time. A kernel is its mangled name, and with the events
-    timer its process too (launch indices start again in every process)."""
+    launches in launch order, the run's wall time, and with the events timer the timed launches as
+    recorded (what each asked for). A kernel is its mangled name, and with the events timer its process
+    too (launch indices start again in every process)."""
     if timer == "events":
         timed = run_timed(
             cmd,
@@ -129,10 +135,10 @@ def _launch_times(
             library=library,
             quiesce=True,
         )
-        return [((x.process, x.name), x.duration_ns) for x in timed.launches], timed.wall_s
+        return [((x.process, x.name), x.duration_ns) for x in timed.launches], timed.wall_s, timed.launches
     traced = run_traced(cmd, cwd=cwd, env=env, timeout_s=timeout_s, library=library)
     matching = [x for x in traced.launches if pattern.search(x.name) or pattern.search(x.demangled)]
-    return [(x.name, float(x.duration_ns)) for x in matching], traced.wall_s
+    return [(x.name, float(x.duration_ns)) for x in matching], traced.wall_s, None
 
 
 def warm_durations(launches: Sequence[tuple[Hashable, float]], warmup: int) -> list[float]:
@@ -172,10 +178,12 @@ def measure_speedup(
     progress: Callable[[str], None] | None = None,
     timer: Timer = "events",
     warmup_launches: int = 1,
+    seen: RunSeen | None = None,
 ) -> Speedup:
     """Run reference and candidate ``runs`` times each, alternating, timing the kernel with ``timer``; a
     run's kernel time is the sum over its launches but the first ``warmup_launches`` of each kernel
-    (``warm_durations``). With ``min_runs``, stop early as ``interleaved_speedup`` says.
+    (``warm_durations``). With ``min_runs``, stop early as ``interleaved_speedup`` says. ``seen`` is told
+    each run's timed launches as recorded (events timer only: ``accordo.timed_launches`` reads them).
 
     Raises AppError if a run fails (the candidate passed its correctness check, so it should not) and
     ProfileError if a run launches the kernel a different number of times than the first run of its side.
@@ -189,9 +197,11 @@ def measure_speedup(
 
     def time_run(side: str, i: int) -> tuple[float, float, int]:
         cmd, cwd = sides[side]
-        launches, wall_s = _launch_times(
+        launches, wall_s, recorded = _launch_times(
             timer, cmd, pattern=pattern, cwd=cwd, env=env, timeout_s=timeout_s, library=library
         )
+        if seen is not None and recorded is not None:
+            seen(side, recorded)
         if not launches:
             raise ProfileError(f"the {side}'s run {i + 1} launched no kernel matching {kernel_regex!r}")
         expected = first_count.setdefault(side, len(launches))

@@ -1,5 +1,5 @@
-"""Kernel time through libaccordo's time mode: each launch of the target kernel is timed by a pair of CUDA
-events recorded on its stream just before and just after it, with no CUPTI activity enabled.
+"""Kernel time through the native profiler's time mode: each launch of the target kernel is timed by a pair
+of CUDA events recorded on its stream just before and just after it, with no CUPTI activity enabled.
 
 Why a second instrument beside the tracer: on an H100, CUPTI's activity records made some memory-bound
 kernels 3-5 us slower per launch (``benchmarks/speedup_probe.py``: reduction_bank's fixed kernel ran
@@ -10,7 +10,8 @@ the candidate), as a standalone CUDA-event harness does.
 Time file (one per CUDA process; written to ``<path>.tmp`` and renamed when complete)::
 
     {"accordo":"time","version":1,"pid":1234}
-    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":0,"ns":81234}
+    {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":0,
+     "grid":[256,1,1],"block":[256,1,1],"shared":0,"args":["00a0...","0010...","00000100"],"ns":81234}
     {"name":"_Z5scalePKfPfi","demangled":"scale(float const*, float*, int)","index":1,"error":"..."}
 """
 
@@ -22,11 +23,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from intelliperf.errors import ProfileError
-from profiler.trace import NO_EXIT_HANDLERS, accordo_messages, jsonl_records, run_jsonl_mode
+from profiler.trace import NO_EXIT_HANDLERS, jsonl_records, profiler_messages, run_jsonl_mode
 
-__all__ = ["TimedLaunch", "TimedRun", "read_timing", "run_timed"]
+__all__ = ["LaunchRequest", "TimedLaunch", "TimedRun", "read_timing", "run_timed"]
 
 TIME_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What one launch asked the GPU to do: its configuration and each parameter's bytes as passed."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int  # dynamic shared memory, bytes
+    args: tuple[bytes | None, ...] | None  # None: the layout was unknown; an item None: not passed
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class TimedLaunch:
     index: int  # 0, 1, 2, ... per kernel (mangled) name and process, in launch order
     duration_ns: float
     process: int  # the pid in the file's header
+    request: LaunchRequest | None = None  # None: a time file from before launches carried it
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class TimedRun:
 
 
 def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
-    """The timed launches in a libaccordo time file: the kernels in the order they were first seen, each
+    """The timed launches in a time file: the kernels in the order they were first seen, each
     kernel's launches in launch order (a multi-threaded program may finish them in another order).
 
     Raises ProfileError when the file is not a complete time file of this version, a line is malformed,
@@ -62,7 +74,7 @@ def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
         if not isinstance(record, dict):
             raise ProfileError(f"{where}: expected a JSON object")
         if "error" in record and "name" not in record:
-            raise ProfileError(f"libaccordo could not time the run: {record['error']}")
+            raise ProfileError(f"the profiler could not time the run: {record['error']}")
         name, demangled, index = record.get("name"), record.get("demangled"), record.get("index")
         if not isinstance(name, str) or not isinstance(demangled, str):
             raise ProfileError(f"{where}: field 'name' or 'demangled' is missing or not a string")
@@ -73,9 +85,43 @@ def read_timing(path: str | os.PathLike[str]) -> list[TimedLaunch]:
         ns = record.get("ns")
         if not isinstance(ns, int | float) or isinstance(ns, bool) or not math.isfinite(ns) or ns <= 0:
             raise ProfileError(f"{where}: field 'ns' is missing or not a positive number")
-        launches.append(TimedLaunch(name, demangled, index, float(ns), process))
+        launches.append(TimedLaunch(name, demangled, index, float(ns), process, _request(record, where)))
     first_seen = {name: rank for rank, name in enumerate(dict.fromkeys(x.name for x in launches))}
     return sorted(launches, key=lambda x: (first_seen[x.name], x.index))
+
+
+def _dims(record: dict[str, object], key: str, where: str) -> tuple[int, int, int]:
+    value = record.get(key)
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise ProfileError(f"{where}: field {key!r} is not three non-negative integers")
+    return (value[0], value[1], value[2])
+
+
+def _request(record: dict[str, object], where: str) -> LaunchRequest | None:
+    """The launch's request, None when the line has none (an older time file); malformed raises."""
+    if not any(key in record for key in ("grid", "block", "shared", "args")):
+        return None
+    shared = record.get("shared")
+    if not isinstance(shared, int) or isinstance(shared, bool) or shared < 0:
+        raise ProfileError(f"{where}: field 'shared' is not a non-negative integer")
+    if "args" not in record:
+        raise ProfileError(f"{where}: field 'args' is missing")
+    raw = record["args"]
+    args: tuple[bytes | None, ...] | None = None
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise ProfileError(f"{where}: field 'args' is not a list or null")
+        try:
+            args = tuple(None if a is None else bytes.fromhex(a) for a in raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ProfileError(
+                f"{where}: field 'args' holds something other than hex strings and null"
+            ) from None
+    return LaunchRequest(_dims(record, "grid", where), _dims(record, "block", where), shared, args)
 
 
 def run_timed(
@@ -88,9 +134,10 @@ def run_timed(
     library: str | os.PathLike[str] | None = None,
     quiesce: bool = False,
 ) -> TimedRun:
-    """Run ``cmd`` with libaccordo's event timer on the kernels matching ``kernel_regex`` (ECMAScript,
-    searched in the mangled and the demangled name) and return their timed launches. ``quiesce``: each
-    timed launch starts on an idle device with no persisting L2 lines (ACCORDO_QUIESCE, FORMAT.md).
+    """Run ``cmd`` with the native profiler's event timer on the kernels matching ``kernel_regex``
+    (ECMAScript, searched in the mangled and the demangled name) and return their timed launches.
+    ``quiesce``: each timed launch starts on an idle device with no persisting L2 lines (the ``quiesce``
+    setting, FORMAT.md).
 
     Raises AppError when the program is missing, exits non-zero, is killed or times out, and ProfileError
     when no time file was completed or a launch could not be timed. A run that launched no matching
@@ -98,19 +145,21 @@ def run_timed(
     """
     if not kernel_regex:
         raise ValueError("kernel_regex must not be empty")
+    # the environment a capture run has (accordo.capture.run_capture): the program cannot tell the two apart
+    same_as_capture = {**(env or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     run = run_jsonl_mode(
-        cmd, "time", read_timing, cwd=cwd, env=env, timeout_s=timeout_s, library=library,
-        ACCORDO_KERNEL=kernel_regex, ACCORDO_QUIESCE="1" if quiesce else "0",
+        cmd, "time", read_timing, cwd=cwd, env=same_as_capture, timeout_s=timeout_s, library=library,
+        kernel=kernel_regex, quiesce="1" if quiesce else "0",
     )  # fmt: skip
     if not run.completed:
         why = (
             NO_EXIT_HANDLERS
             if run.partial
-            else "CUDA never loaded libaccordo (the program did not initialize CUDA, or no NVIDIA driver is "
-            "present)"
+            else "CUDA never loaded the profiler (the program did not initialize CUDA, or no NVIDIA driver "
+            "is present)"
         )
         raise ProfileError(
-            f"no kernel times were written: {why}", log_tail=accordo_messages(run.app.stderr) or None
+            f"no kernel times were written: {why}", log_tail=profiler_messages(run.app.stderr) or None
         )
     return TimedRun(
         launches=tuple(run.records), wall_s=run.app.wall_s, stdout=run.app.stdout, stderr=run.app.stderr

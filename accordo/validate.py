@@ -27,7 +27,7 @@ from pathlib import Path
 from intelliperf.contract.report import JudgeCheck, Speedup, ValidationResult
 from intelliperf.errors import AppError, KernelNotFoundError, tail
 
-from .capture import Capture, CaptureBudgetError, CaptureRun, run_capture, write_restore
+from .capture import Capture, CaptureBudgetError, CaptureRun, read_capture, run_capture, write_restore
 from .capture_writer import write_capture
 from .compare import (
     DEFAULT_ALPHA,
@@ -49,7 +49,9 @@ from .replay_check import (
 )
 from .reproducer import save_reproducer
 from .signature import ELEMENT_TYPES, kernel_pattern
-from .speedup import TIMERS, Timer, measure_speedup
+from .speedup import TIMERS, RunSeen, Timer, measure_speedup
+from .timed_launches import timed_launches_check
+from .timing import TimedLaunch
 
 __all__ = [
     "Reference",
@@ -79,7 +81,7 @@ class ValidationOptions:
     element_type: str = "auto"  # or one of accordo.signature.ELEMENT_TYPES
     default_element: str = "float32"  # when the kernel name carries no signature
     measure: bool = True
-    max_bytes: int | None = None  # cap per snapshot (ACCORDO_MAX_BYTES)
+    max_bytes: int | None = None  # cap per snapshot (the profiler's max_bytes)
     capture_budget_bytes: int | None = None  # bound on a capture's snapshots (None: the library's 8 GiB)
     timer: Timer = "events"  # kernel-time instrument for the speedup (accordo.speedup says why)
     warmup_launches: int = 1  # first launches of the kernel per run left out of the speedup
@@ -572,8 +574,10 @@ def time_candidate(
     cwd: str | Path | None = None,
     options: ValidationOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    seen: RunSeen | None = None,
 ) -> Speedup:
-    """The candidate's speedup over the reference: interleaved timed runs (``accordo.speedup``)."""
+    """The candidate's speedup over the reference: interleaved timed runs (``accordo.speedup``); ``seen``
+    is told each run's launches as the timer recorded them."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
     say(f"timing reference and candidate, up to {options.runs} runs each, interleaved")
@@ -591,6 +595,7 @@ def time_candidate(
         progress=say,
         timer=options.timer,
         warmup_launches=options.warmup_launches,
+        seen=seen,
     )
 
 
@@ -605,69 +610,91 @@ def judge_timing(
     workdir: str | Path | None = None,
     reproducer_dir: str | Path | None = None,
 ) -> ValidationResult:
-    """Time a candidate that ``check_candidate`` passed, in the application (``time_candidate``) and, when
-    its kernel was replayed (``workdir`` from that check), alone on one captured launch; the two speedups
-    must agree within ``AGREEMENT`` (``timing_agreement``). Then judge each launch once more
-    (``revalidated``): a program that behaves differently once it has been timed fails there. With
-    ``reproducer_dir`` the replayed launch is saved there as a reproducer (``intelliperf replay``)."""
+    """Time a candidate that ``check_candidate`` passed, in the application (``time_candidate``). Then judge
+    each launch once more (``revalidated``): a program that behaves differently once it has been timed
+    fails there; and compare what its timed launches asked for with that capture (``timed_launches``): a
+    program that does less work when timed than when captured fails there. Then, when its kernel was
+    replayed (``workdir`` from that check), time both kernels alone on one captured launch; the two
+    speedups must agree within ``AGREEMENT`` (``timing_agreement``). With ``reproducer_dir`` the replayed
+    launch is saved there as a reproducer (``intelliperf replay``)."""
     options = options or ValidationOptions()
     say = progress or (lambda _message: None)
-    speedup = time_candidate(reference, candidate, cwd=cwd, options=options, progress=say)
+    timed_runs: list[Sequence[TimedLaunch]] = []
+
+    def seen(side: str, launches: Sequence[TimedLaunch]) -> None:
+        if side == "candidate":
+            timed_runs.append(launches)
+
+    speedup = time_candidate(reference, candidate, cwd=cwd, options=options, progress=say, seen=seen)
     result = checked.model_copy(update={"speedup": speedup})
     checks = list(checked.checks)
-    replayed = any(c.name == "replay" and c.outcome == "passed" for c in checks) and workdir is not None
-    if not replayed:
-        checks.append(
-            JudgeCheck(name="timing_agreement", outcome="skipped", detail="the kernels were not replayed")
-        )
-    else:
-        work = Path(str(workdir))
-        say("timing both kernels alone: one captured launch replayed, with and without L2 flushed")
-        timed = replay_speedups(
-            work / REFERENCE_FILE,
-            work / CANDIDATE_FILE,
-            timeout_s=options.timeout_s,
-            seconds=options.replay_seconds,
-        )
-        if isinstance(timed, ReplayFailure):
-            checks.append(JudgeCheck(name="timing_agreement", outcome="skipped", detail=timed.message))
-        else:
-            result = result.model_copy(
-                update={"isolated_speedup": timed.cold, "isolated_speedup_warm": timed.warm}
-            )
-            if speedups_disagree(speedup.median, timed.cold.median, timed.warm.median):
-                reason = (
-                    f"in the application the candidate is {speedup.median:.2f}x as fast as the reference, "
-                    f"its kernel alone on the captured launch {timed.cold.median:.2f}x with L2 flushed and "
-                    f"{timed.warm.median:.2f}x with L2 warm: more than 2x from both, so the program does "
-                    "something when it is timed that its kernel does not explain"
-                )
-                failed = result.model_copy(
-                    update={"passed": False, "failure": "timing_disagreement", "reason": reason}
-                )
-                return _with_check(failed, checks, "timing_agreement")
-            checks.append(JudgeCheck(name="timing_agreement", outcome="passed"))
-            if reproducer_dir is not None:
-                folder = save_reproducer(
-                    Path(reproducer_dir),
-                    work / REFERENCE_FILE,
-                    work / CANDIDATE_FILE,
-                    kernel=reference.kernel,
-                    launch=timed.launch,
-                    settings=_compare_settings(options),
-                    outputs=written_params(reference.captures),
-                )
-                result = result.model_copy(update={"reproducer": str(folder)})
     if options.revalidate:
         say("judging each launch once more, after timing")
         again, comparison = _isolated(reference, candidate, cwd=cwd, options=options, output_dir=None)
         if isinstance(again, ValidationResult):
             return _with_check(_after_timing(again), checks, "revalidated")
-        assert comparison is not None
+        assert comparison is not None and again.capture is not None
         if not comparison.passed:
             verdict = _result(reference.kernel, comparison, len(reference.captures), options)
             return _with_check(_after_timing(verdict), checks, "revalidated")
         checks.append(JudgeCheck(name="revalidated", outcome="passed"))
+        captures = [again.capture]
+        if workdir is not None and (Path(workdir) / CANDIDATE_FILE).is_file():
+            captures.append(read_capture(Path(workdir) / CANDIDATE_FILE))  # check_candidate's, for stability
+        launched = timed_launches_check(captures, timed_runs)
+        if launched.outcome == "failed":
+            failed = result.model_copy(
+                update={"passed": False, "failure": "timed_launches", "reason": launched.detail}
+            )
+            return _with_check(failed, checks, "timed_launches")
+        checks.append(launched)
+    else:
+        checks.append(
+            JudgeCheck(
+                name="timed_launches", outcome="skipped", detail="the candidate was not captured after timing"
+            )
+        )
+    replayed = any(c.name == "replay" and c.outcome == "passed" for c in checks) and workdir is not None
+    if not replayed:
+        checks.append(
+            JudgeCheck(name="timing_agreement", outcome="skipped", detail="the kernels were not replayed")
+        )
+        return result.model_copy(update={"checks": checks})
+    work = Path(str(workdir))
+    say("timing both kernels alone: one captured launch replayed, with and without L2 flushed")
+    timed = replay_speedups(
+        work / REFERENCE_FILE,
+        work / CANDIDATE_FILE,
+        timeout_s=options.timeout_s,
+        seconds=options.replay_seconds,
+    )
+    if isinstance(timed, ReplayFailure):
+        checks.append(JudgeCheck(name="timing_agreement", outcome="skipped", detail=timed.message))
+        return result.model_copy(update={"checks": checks})
+    result = result.model_copy(update={"isolated_speedup": timed.cold, "isolated_speedup_warm": timed.warm})
+    if speedups_disagree(speedup.median, timed.cold.median, timed.warm.median):
+        reason = (
+            f"in the application the candidate is {speedup.median:.2f}x as fast as the reference, "
+            f"its kernel alone on the captured launch {timed.cold.median:.2f}x with L2 flushed and "
+            f"{timed.warm.median:.2f}x with L2 warm: more than 2x from both, so the program does "
+            "something when it is timed that its kernel does not explain"
+        )
+        failed = result.model_copy(
+            update={"passed": False, "failure": "timing_disagreement", "reason": reason}
+        )
+        return _with_check(failed, checks, "timing_agreement")
+    checks.append(JudgeCheck(name="timing_agreement", outcome="passed"))
+    if reproducer_dir is not None:
+        folder = save_reproducer(
+            Path(reproducer_dir),
+            work / REFERENCE_FILE,
+            work / CANDIDATE_FILE,
+            kernel=reference.kernel,
+            launch=timed.launch,
+            settings=_compare_settings(options),
+            outputs=written_params(reference.captures),
+        )
+        result = result.model_copy(update={"reproducer": str(folder)})
     return result.model_copy(update={"checks": checks})
 
 

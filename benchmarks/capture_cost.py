@@ -1,5 +1,5 @@
 """What buffer capture costs (GPU machine): for every bundled example (examples/examples.json), the wall time
-of the application under ``ACCORDO_MODE=capture`` over its plain wall time, and the bytes the capture file
+of the application in the profiler's capture mode over its plain wall time, and the bytes the capture file
 takes.
 
 * plain_s: median wall time of ``<app> 5`` over --repeats runs.
@@ -7,9 +7,9 @@ takes.
   counted) over --repeats runs of accordo.capture.run_capture with the example's kernel.
 * file_bytes: size of the capture file(s); snapshot_bytes: the bytes of all snapshots the file describes
   (BUFFER records plus those SAME records repeat), i.e. what a capture without deduplication writes.
-* full_s / full_ratio / full_file_bytes (unless --no-full): the same with ACCORDO_DEDUP=0 (every snapshot
+* full_s / full_ratio / full_file_bytes (unless --no-full): the same with the setting dedup=0 (every snapshot
   written as a BUFFER record), to tell the deduplication's share from the rest.
-* stats / full_stats: libaccordo's own account of the last captured run (ACCORDO_STATS=1): time spent
+* stats / full_stats: the profiler's own account of the last captured run (stats=1): time spent
   waiting for device copies, comparing, writing.
 
     python -m benchmarks.capture_cost [--out benchmarks/results/capture_cost.json] [--repeats 3] [--no-full]
@@ -28,21 +28,28 @@ from pathlib import Path
 from accordo.capture import run_capture
 from accordo.signature import kernel_pattern
 from benchmarks.common import device_name, plain_wall
+from profiler.trace import MESSAGE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 ITERATIONS = "5"
 TARGET_RATIO = 1.5
+STATS = f"{MESSAGE_PREFIX}capture stats: "
 
 
-def capture_wall(argv: list[str], cwd: Path, kernel: str, repeats: int, env: dict[str, str]) -> dict:
+def capture_wall(argv: list[str], cwd: Path, kernel: str, repeats: int, settings: dict[str, str]) -> dict:
     """Median wall time of ``repeats`` captured runs, and the bytes of the last one."""
     times, file_bytes, snapshot_bytes, launches, stats = [], 0, 0, 0, None
-    env = {**env, "ACCORDO_STATS": "1"}
+    settings = {**settings, "stats": "1"}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="capture-cost-") as tmp:
             run = run_capture(
-                argv, kernel_regex=kernel_pattern(kernel), cwd=cwd, env=env, timeout_s=600, output_dir=tmp
+                argv,
+                kernel_regex=kernel_pattern(kernel),
+                cwd=cwd,
+                settings=settings,
+                timeout_s=600,
+                output_dir=tmp,
             )
             if run.status != "ok" or run.capture is None or not run.capture.complete:
                 raise RuntimeError(f"{argv} under capture: {run.message}\n{run.stderr_tail}")
@@ -50,8 +57,8 @@ def capture_wall(argv: list[str], cwd: Path, kernel: str, repeats: int, env: dic
             file_bytes = sum(p.stat().st_size for p in Path(tmp).glob("capture-*.bin"))
             snapshot_bytes = sum(b.nbytes for c in run.captures for x in c.launches for b in x.buffers)
             launches = sum(len(c.launches) for c in run.captures)
-            lines = [line for line in run.stderr.splitlines() if line.startswith("accordo: capture stats: ")]
-            stats = lines[-1].removeprefix("accordo: capture stats: ") if lines else None
+            lines = [line for line in run.stderr.splitlines() if line.startswith(STATS)]
+            stats = lines[-1].removeprefix(STATS) if lines else None
     return {
         "wall_s": statistics.median(times),
         "file_bytes": file_bytes,
@@ -80,7 +87,7 @@ def example_row(example: dict, repeats: int, full: bool) -> dict:
         "stats": captured["stats"],
     }
     if full:
-        undeduped = capture_wall(argv, folder, example["kernel"], repeats, {"ACCORDO_DEDUP": "0"})
+        undeduped = capture_wall(argv, folder, example["kernel"], repeats, {"dedup": "0"})
         row["full_s"] = round(undeduped["wall_s"], 3)
         row["full_ratio"] = round(undeduped["wall_s"] / plain, 3)
         row["full_file_bytes"] = undeduped["file_bytes"]
@@ -115,7 +122,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "capture_cost.json")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-full", dest="full", action="store_false", help="skip the ACCORDO_DEDUP=0 runs")
+    parser.add_argument("--no-full", dest="full", action="store_false", help="skip the dedup=0 runs")
     parser.add_argument("--only", nargs="*", help="example names (default: all)")
     args = parser.parse_args()
 

@@ -27,7 +27,7 @@ DRAM and L2 counters depend on the pass before); application replay; the floor; 
 
 ``--against-ncu`` (since 2026-11-27, when the counter pass left Nsight Compute for CUPTI) times, per example
 and side by side (interleaved, median of --repeats), the plain run, the counter pass as the engine runs it
-(`NvidiaBackend.collect`: libaccordo's counters mode, the second run for kernels launched once, nvdisasm) and
+(`NvidiaBackend.collect`: the counters mode, the second run for kernels launched once, nvdisasm) and
 the Nsight Compute pass it replaced (its command and raw-page reader, as the sections above time them), and
 checks that both measured the same: every per-instruction total equal, counts of work within 2%, and how
 far the throughputs and durations differ. It writes ``benchmarks/results/counter_pass_vs_ncu.json``.

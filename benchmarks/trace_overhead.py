@@ -2,22 +2,22 @@
 
 Runs a probe application (benchmarks/trace_probe_app.cu: timestamps around CUDA's initialization, the
 first allocation, the first launch, 200 launches) and two examples plain, under probe injection
-libraries (benchmarks/trace_probe.cpp: each step of libaccordo's trace mode switchable and timed) and
-under libaccordo itself, interleaved in shuffled rounds. Prints per condition the median wall time over
+libraries (benchmarks/trace_probe.cpp: each step of the native profiler's trace mode switchable and timed) and
+under the profiler itself, interleaved in shuffled rounds. Prints per condition the median wall time over
 the plain run (and the median of each run against its own round's plain run), and the median phases:
 for the probe application its own; for the examples spawn -> injection library loaded (cuInit), each
 set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's and libcuda's teardown).
 
-    python -m benchmarks.trace_overhead [--rounds 10] [--only full,libaccordo] [--apps probe_app]
+    python -m benchmarks.trace_overhead [--rounds 10] [--only full,profiler] [--apps probe_app]
         [--old-native DIR] [--variant NAME=CXXFLAGS] [--out trace_overhead.json]
         [--thirdparty .thirdparty --programs hecbench-kernellaunch,hecbench-histogram]
 
 --thirdparty adds programs of benchmarks/thirdparty/manifest.json (fetched into that folder, built with
-their own build lines) to the applications; under libaccordo, ``parse_ms`` is what reading the trace and
+their own build lines) to the applications; under the profiler, ``parse_ms`` is what reading the trace and
 ranking its kernels costs afterwards (profiler.trace), outside the application's wall time.
 
---old-native builds libaccordo from other sources too (e.g. a previous commit's profiler/native);
---variant builds the current sources with extra flags (-DACCORDO_DEVICE_BUFFER_BYTES=262144).
+--old-native builds the profiler from other sources too (e.g. a previous commit's profiler/native);
+--variant builds the current sources with extra flags (-DPROFILER_DEVICE_BUFFER_BYTES=262144).
 """
 
 from __future__ import annotations
@@ -34,7 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from profiler.trace import LAUNCHES_SUFFIX, read_native_trace, read_trace, summarize, summarize_tables
+from profiler.build import LIBRARY_NAME
+from profiler.trace import (
+    LAUNCHES_SUFFIX,
+    SETTINGS_VARIABLE,
+    read_native_trace,
+    read_trace,
+    summarize,
+    summarize_tables,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_HOME = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
@@ -64,15 +72,27 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "full_devbuf256k": ("probe", {"PROBE_DEVBUF": "262144", "PROBE_PREALLOC": "1"}),
     "full_calloc_zeroed": ("probe", {"PROBE_CALLOC": "1", "PROBE_ZEROED": "1"}),
     "full_buf64k": ("probe", {"PROBE_BUF": "65536"}),
-    "libaccordo_old": ("accordo_old", {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"}),
-    "libaccordo": ("accordo", {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"}),
+    "profiler_old": ("profiler_old", {}),
+    "profiler": ("profiler", {}),
 }
+
+
+def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:
+    """The variables that load ``library`` in trace mode with its stats line, writing ``t-<pid>.jsonl`` into
+    ``folder``. Old sources (``profiler_old``) from before the settings file read ACCORDO_* variables."""
+    output = str(folder / "t-%p.jsonl")
+    if lib == "profiler_old":
+        return {"CUDA_INJECTION64_PATH": str(library), "ACCORDO_MODE": "trace", "ACCORDO_STATS": "1",
+                "ACCORDO_OUTPUT": output}  # fmt: skip
+    settings = folder / "settings"
+    settings.write_text(f"mode=trace\nstats=1\noutput={output}\n")
+    return {"CUDA_INJECTION64_PATH": str(library), SETTINGS_VARIABLE: str(settings)}
 
 
 def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[str, Path]:
     src = ROOT / "benchmarks" / "trace_probe.cpp"
     common = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{CUDA_HOME / 'include'}", str(src)]
-    libs = {"nocupti": out / "probe_nocupti.so", "probe": out / "probe.so", "accordo": out / "libaccordo.so"}
+    libs = {"nocupti": out / "probe_nocupti.so", "probe": out / "probe.so", "profiler": out / LIBRARY_NAME}
     subprocess.run([*common, "-DPROBE_NO_CUPTI", "-o", str(libs["nocupti"]), "-ldl"], check=True)
     subprocess.run(
         [
@@ -91,22 +111,22 @@ def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[
             "-s",
             "-C",
             str(NATIVE),
-            f"OUT={libs['accordo']}",
+            f"OUT={libs['profiler']}",
             f"CUDA_HOME={CUDA_HOME}",
         ],
         check=True,
     )
-    for name, flags in variants.items():  # libaccordo from the current sources with extra compiler flags
-        libs[f"accordo[{name}]"] = out / f"libaccordo_{name}.so"
-        make = ["make", "-s", "-C", str(NATIVE), f"OUT={libs[f'accordo[{name}]']}"]
+    for name, flags in variants.items():  # the profiler from the current sources with extra compiler flags
+        libs[f"profiler[{name}]"] = out / f"profiler_{name}.so"
+        make = ["make", "-s", "-C", str(NATIVE), f"OUT={libs[f'profiler[{name}]']}"]
         env = {
             **os.environ,
             "CXXFLAGS": f"-O2 {flags}",
         }  # the environment's CXXFLAGS, which the Makefile extends
         subprocess.run([*make, f"CUDA_HOME={CUDA_HOME}"], check=True, env=env)
-    if old_native is not None:  # libaccordo from other sources (e.g. the previous commit's), to compare
-        libs["accordo_old"] = out / "libaccordo_old.so"
-        make = ["make", "-s", "-C", str(old_native), f"OUT={libs['accordo_old']}", f"CUDA_HOME={CUDA_HOME}"]
+    if old_native is not None:  # the profiler from other sources (e.g. the previous commit's), to compare
+        libs["profiler_old"] = out / "profiler_old.so"
+        make = ["make", "-s", "-C", str(old_native), f"OUT={libs['profiler_old']}", f"CUDA_HOME={CUDA_HOME}"]
         subprocess.run(make, check=True)
     app = ROOT / "benchmarks" / "trace_probe_app.cu"
     nvcc = [str(CUDA_HOME / "bin" / "nvcc"), "-O2", "-std=c++17", "-arch=sm_90", "-cudart", "static"]
@@ -199,13 +219,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("trace_overhead.json"))
     parser.add_argument("--only", default=None, help="comma-separated condition names")
-    parser.add_argument("--old-native", type=Path, default=None, help="libaccordo sources to compare with")
+    parser.add_argument("--old-native", type=Path, default=None, help="profiler sources to compare with")
     parser.add_argument(
         "--variant",
         action="append",
         default=[],
         metavar="NAME=FLAGS",
-        help="libaccordo also built with these flags, e.g. devbuf=-DACCORDO_DEVICE_BUFFER_BYTES=262144",
+        help="the profiler also built with these flags, e.g. devbuf=-DPROFILER_DEVICE_BUFFER_BYTES=262144",
     )
     parser.add_argument(
         "--apps", default=None, help="comma-separated: probe_app, atomic_reduction, transpose_bank"
@@ -221,15 +241,12 @@ def main() -> int:
         variants = dict(v.split("=", 1) for v in args.variant)
         libs = build(Path(tmp), args.old_native, variants)
         for name in variants:
-            conditions[f"libaccordo[{name}]"] = (
-                f"accordo[{name}]",
-                {"ACCORDO_MODE": "trace", "ACCORDO_STATS": "1"},
-            )
+            conditions[f"profiler[{name}]"] = (f"profiler[{name}]", {})
         apps = [a for a in APPS if not args.apps or a[0] in args.apps.split(",")]
         if args.thirdparty is not None:
             apps += thirdparty_apps(args.thirdparty, args.programs.split(","), Path(tmp))
         if args.old_native is None:
-            conditions.pop("libaccordo_old", None)
+            conditions.pop("profiler_old", None)
         samples: dict[str, dict[str, list[dict]]] = {app: {c: [] for c in conditions} for app, _, _ in apps}
         rng = random.Random(7)
         for round_index in range(args.rounds + 1):
@@ -240,9 +257,7 @@ def main() -> int:
                     lib, extra = conditions[name]
                     env = dict(os.environ)
                     if lib is not None:
-                        env.update(
-                            CUDA_INJECTION64_PATH=str(libs[lib]), ACCORDO_OUTPUT=str(Path(tmp) / "t-%p.jsonl")
-                        )
+                        env.update(profiler_env(lib, libs[lib], Path(tmp)))
                         env.update(extra)
                     sample = run_once(argv, cwd or Path(tmp), env)
                     traces = sorted(Path(tmp).glob("t-*.jsonl"))

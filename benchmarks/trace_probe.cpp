@@ -1,4 +1,4 @@
-// Probe injection library for benchmarks/trace_overhead.py: the steps of libaccordo's trace mode, each
+// Probe injection library for benchmarks/trace_overhead.py: the steps of libintelliperf_profiler's trace mode, each
 // switchable by environment variable and each timed with steady_clock (CLOCK_MONOTONIC on Linux, the
 // clock Python's time.monotonic_ns reads), so that the traced run's extra wall time can be split into
 // libcupti's load, CUPTI set-up, the application's own run and the exit.

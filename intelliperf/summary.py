@@ -364,6 +364,7 @@ CHECK_TITLES = {
     "replay": "the kernel replayed alone on the captured inputs",
     "timing_agreement": "in-application speedup within 2x of a replayed one",
     "revalidated": "each launch judged again after timing",
+    "timed_launches": "the timed launches asked for the work that was judged",
 }
 
 

@@ -1,7 +1,8 @@
-"""Build libaccordo.so, the CUPTI injection library, on first use.
+"""Build libintelliperf_profiler.so, the native profiler (a CUPTI injection library), on first use.
 
-The library lands in ``$ACCORDO_CACHE_DIR`` (default ``~/.cache/intelliperf/accordo``) under a key made of
-the sources, the compiler's version and CUDA_HOME, so a changed source or toolchain builds a new copy.
+The library lands in ``$INTELLIPERF_PROFILER_CACHE_DIR`` (default ``~/.cache/intelliperf/profiler``) under a
+key made of the sources, the compiler's version and CUDA_HOME, so a changed source or toolchain builds a new
+copy.
 Builders race safely: each compiles in its own temporary directory and renames the result into place.
 """
 
@@ -19,7 +20,8 @@ from intelliperf.errors import NativeBuildError, ToolMissingError, tail
 __all__ = ["LIBRARY_NAME", "SOURCE_DIR", "cached_library", "cuda_home", "native_library"]
 
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
-LIBRARY_NAME = "libaccordo.so"
+LIBRARY_NAME = "libintelliperf_profiler.so"
+CACHE_VARIABLE = "INTELLIPERF_PROFILER_CACHE_DIR"
 BUILD_TIMEOUT_S = 300
 
 
@@ -30,7 +32,7 @@ def cuda_home() -> Path:
 def _sources() -> list[Path]:
     files = sorted(p for p in SOURCE_DIR.iterdir() if p.suffix in {".cpp", ".h"} or p.name == "Makefile")
     if not any(p.suffix == ".cpp" for p in files):
-        raise NativeBuildError(f"the Accordo sources are missing from {SOURCE_DIR}")
+        raise NativeBuildError(f"the native profiler's sources are missing from {SOURCE_DIR}")
     return files
 
 
@@ -39,7 +41,7 @@ def _compiler() -> str:
     found = shutil.which(cxx)
     if found is None:
         raise ToolMissingError(
-            f"the C++ compiler {cxx!r} is not installed; Accordo's capture library needs it",
+            f"the C++ compiler {cxx!r} is not installed; the native profiler needs it",
             hint="install g++ (e.g. apt-get install g++) or set CXX",
         )
     return found
@@ -67,16 +69,16 @@ def _check_cuda(home: Path) -> None:
     if missing:
         raise ToolMissingError(
             f"the CUDA toolkit at {home} lacks {', '.join(missing)}; "
-            "Accordo needs CUPTI's headers and library",
+            "the native profiler needs CUPTI's headers and library",
             hint="install the CUDA toolkit (with CUPTI) or point CUDA_HOME at it",
         )
 
 
 def _cache_root() -> Path:
-    configured = os.environ.get("ACCORDO_CACHE_DIR")
+    configured = os.environ.get(CACHE_VARIABLE)
     if configured:
         return Path(configured)
-    return Path.home() / ".cache" / "intelliperf" / "accordo"
+    return Path.home() / ".cache" / "intelliperf" / "profiler"
 
 
 def _build_key(sources: list[Path], compiler_version: str, home: Path) -> str:
@@ -137,7 +139,7 @@ def cached_library() -> Path | None:
 
 
 def native_library(force: bool = False) -> Path:
-    """Path to a built libaccordo.so, compiling it first when no matching build is cached.
+    """Path to a built libintelliperf_profiler.so, compiling it first when no matching build is cached.
 
     Raises ToolMissingError when the compiler or CUDA's headers/CUPTI are missing and NativeBuildError
     (with the compiler's output) when compilation fails. ``force`` rebuilds even if a build is cached.
@@ -150,7 +152,9 @@ def native_library(force: bool = False) -> Path:
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NativeBuildError(f"cannot create the Accordo cache directory {target_dir}: {exc}") from exc
+        raise NativeBuildError(
+            f"cannot create the native profiler's cache directory {target_dir}: {exc}"
+        ) from exc
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target_dir) as tmp:
         build_dir = Path(tmp)
         for path in sources:

@@ -1,4 +1,4 @@
-"""Kernel timing through libaccordo's trace mode: run an application under the tracer, read what it
+"""Kernel timing through the native profiler's trace mode: run an application under the tracer, read what it
 writes and rank kernels by total GPU time.
 
 The tracer writes, per CUDA process, a kernel table (JSON Lines: a header, one line per kernel, the launch
@@ -224,7 +224,7 @@ def _launch(record: object, where: str) -> KernelLaunch:
 def jsonl_records(
     path: str | os.PathLike[str], kind: str, version: int
 ) -> tuple[dict[str, Any], list[tuple[str, object]]]:
-    """The header of a libaccordo JSON Lines file of ``kind`` ("trace", "time") and the records after it,
+    """The header of a native profiler JSON Lines file of ``kind`` ("trace", "time") and the records after it,
     each with its "<path>:<line>" for messages.
 
     Raises ProfileError when the file is missing, empty, not of that kind, of another version, or has a
@@ -252,10 +252,10 @@ def jsonl_text_records(
     except json.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or header.get("accordo") != kind:
-        raise ProfileError(f"{path} is not an Accordo {kind} file (its first line is not the {kind} header)")
+        raise ProfileError(f"{path} is not a profiler {kind} file (its first line is not the {kind} header)")
     if header.get("version") != version:
         raise ProfileError(
-            f"{path} is an Accordo {kind} file of version {header.get('version')!r}; "
+            f"{path} is a profiler {kind} file of version {header.get('version')!r}; "
             f"this reader knows {version}"
         )
     if not text.endswith("\n"):
@@ -273,9 +273,9 @@ def jsonl_text_records(
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[KernelLaunch]:
-    """The launches in an Accordo trace file, ordered by start time.
+    """The launches in a profiler trace file, ordered by start time.
 
-    Raises ProfileError when the file is missing, empty, not an Accordo trace, of another version, or has a
+    Raises ProfileError when the file is missing, empty, not a profiler trace, of another version, or has a
     malformed or truncated line.
     """
     _, records = jsonl_records(path, "trace", TRACE_VERSION)
@@ -377,7 +377,7 @@ def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Running an application under libaccordo (shared with accordo.capture)
+# Running an application under the native profiler (shared with accordo.capture)
 
 
 @dataclass(frozen=True)
@@ -454,25 +454,38 @@ def run_app(
     )
 
 
+SETTINGS_VARIABLE = "INTELLIPERF_PROFILER_SETTINGS"
+MESSAGE_PREFIX = "intelliperf-profiler: "  # how the native profiler starts each line it writes to stderr
+
+
 def injection_env(
-    env: Mapping[str, str] | None, library: Path, mode: str, output: Path, **extra: str
+    env: Mapping[str, str] | None, library: Path, folder: Path, mode: str, output: Path, **settings: str
 ) -> dict[str, str]:
-    """The current environment, plus ``env``, plus the variables that activate libaccordo."""
+    """The current environment, plus ``env``, plus the two variables that load the native profiler:
+    ``CUDA_INJECTION64_PATH`` and ``INTELLIPERF_PROFILER_SETTINGS``, the path of a settings file written
+    into ``folder`` (``mode``, ``output`` and ``settings``, a ``key=value`` a line: native/config.h).
+    Why a file: the environment is then the same in every mode, so a program cannot read from it whether
+    it is being captured or timed (accordo/timed_launches.py checks what it does when it can tell).
+
+    Raises ProfileError when a value holds a line break, which a settings line cannot carry."""
+    lines = []
+    for key, value in {"mode": mode, "output": str(output), **settings}.items():
+        if "\n" in value or "\r" in value:
+            raise ProfileError(f"the profiler setting {key!r} holds a line break: {value!r}")
+        lines.append(f"{key}={value}\n")
+    path = Path(folder) / "settings"
+    path.write_text("".join(lines), encoding="utf-8")
     merged = dict(os.environ)
+    merged.pop(SETTINGS_VARIABLE, None)
     if env:
         merged.update(env)
-    merged.update(
-        CUDA_INJECTION64_PATH=str(library),
-        ACCORDO_MODE=mode,
-        ACCORDO_OUTPUT=str(output),
-        **extra,
-    )
+    merged.update({"CUDA_INJECTION64_PATH": str(library), SETTINGS_VARIABLE: str(path)})
     return merged
 
 
-def accordo_messages(stderr: str) -> str:
-    """The lines libaccordo wrote to the application's stderr."""
-    return "\n".join(line for line in stderr.splitlines() if line.startswith("accordo: "))
+def profiler_messages(stderr: str) -> str:
+    """The lines the native profiler wrote to the application's stderr."""
+    return "\n".join(line for line in stderr.splitlines() if line.startswith(MESSAGE_PREFIX))
 
 
 NO_EXIT_HANDLERS = (
@@ -485,7 +498,7 @@ Record = TypeVar("Record")
 
 @dataclass(frozen=True)
 class JsonlModeRun(Generic[Record]):
-    """An application run under a libaccordo mode that writes one JSON Lines file per CUDA process."""
+    """An application run under a native profiler mode that writes one JSON Lines file per CUDA process."""
 
     app: AppRun
     records: list[Record]  # read from every completed file
@@ -504,22 +517,23 @@ def run_jsonl_mode(
     library: str | os.PathLike[str] | None,
     **extra: str,
 ) -> JsonlModeRun[Record]:
-    """Run ``cmd`` with libaccordo in ``mode`` ("trace", "time"; ``extra``: more ACCORDO_* variables), each
-    CUDA process writing ``<mode>-<pid>.jsonl``, and read every completed file with ``read``. ``library``
+    """Run ``cmd`` with the native profiler in ``mode`` ("trace", "time", "counters"; ``extra``: more
+    settings, profiler/native/config.h), each CUDA process writing ``out-<pid>.jsonl``, and read every
+    completed file with ``read``. ``library``
     defaults to ``profiler.build.native_library()``. Raises AppError when the program is missing, exits
     non-zero, is killed by a signal or times out (the whole process group is killed)."""
     if library is None:
         from profiler.build import native_library
 
         library = native_library()
-    with tempfile.TemporaryDirectory(prefix=f"accordo-{mode}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="intelliperf-run-") as tmp:
         out_dir = Path(tmp)
-        run_env = injection_env(env, Path(library), mode, out_dir / f"{mode}-%p.jsonl", **extra)
+        run_env = injection_env(env, Path(library), out_dir, mode, out_dir / "out-%p.jsonl", **extra)
         app = run_app(cmd, cwd=cwd, env=run_env, timeout_s=timeout_s)
         if app.timed_out or app.returncode != 0:
             raise AppError(app.describe(timeout_s), log_tail=tail(app.stderr) or None)
-        complete = sorted(out_dir.glob(f"{mode}-*.jsonl"))
-        partial = any(out_dir.glob(f"{mode}-*.jsonl.tmp"))
+        complete = sorted(out_dir.glob("out-*.jsonl"))
+        partial = any(out_dir.glob("out-*.jsonl.tmp"))
         records = [record for path in complete for record in read(path)]
     return JsonlModeRun(app, records, bool(complete), partial)
 
@@ -531,20 +545,22 @@ def run_traced(
     env: Mapping[str, str] | None = None,
     timeout_s: float,
     library: str | os.PathLike[str] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> TracedRun:
-    """Run ``cmd`` under the Accordo tracer and return its kernel launches and per-kernel statistics.
+    """Run ``cmd`` under the tracer and return its kernel launches and per-kernel statistics.
 
-    ``env`` holds variables added to the current environment. ``library`` defaults to
+    ``env`` holds variables added to the current environment; ``settings``, more profiler settings
+    (``{"stats": "1"}``: profiler/native/config.h). ``library`` defaults to
     ``profiler.build.native_library()``. Raises AppError when the program is missing, exits non-zero, is
     killed by a signal or times out (the whole process group is killed), and ProfileError when it ran
     but no trace was written or no kernel was seen.
     """
     run = run_jsonl_mode(
         cmd, "trace", lambda path: [read_native_trace(path)], cwd=cwd, env=env, timeout_s=timeout_s,
-        library=library,
+        library=library, **(settings or {}),
     )  # fmt: skip
     tables: list[LaunchTable] = run.records
-    notes = accordo_messages(run.app.stderr)
+    notes = profiler_messages(run.app.stderr)
     if not run.completed and run.partial:
         raise ProfileError(f"the trace was not completed: {NO_EXIT_HANDLERS}", log_tail=notes or None)
     if not any(len(table) for table in tables):

@@ -1,5 +1,5 @@
 """Shared test set-up: a clean environment, the `gpu` marker skipping where no GPU is visible, and one build
-of the native profiler's library (libaccordo.so) per session."""
+of the native profiler's library (libintelliperf_profiler.so) per session."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's INTELLIPERF_* settings or a stray CUDA injection."""
     for key in list(os.environ):
-        if key.startswith(("INTELLIPERF_", "ACCORDO_")) or key == "CUDA_INJECTION64_PATH":
+        if key.startswith("INTELLIPERF_") or key == "CUDA_INJECTION64_PATH":
             monkeypatch.delenv(key, raising=False)
     from intelliperf.settings import get_settings
 
@@ -46,20 +46,20 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def native_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("accordo-cache")
+    return tmp_path_factory.mktemp("profiler-cache")
 
 
 @pytest.fixture(scope="session")
 def native_lib(native_cache: Path) -> Path:
-    """libaccordo.so, force-built into a temporary cache directory."""
-    from profiler.build import native_library
+    """libintelliperf_profiler.so, force-built into a temporary cache directory."""
+    from profiler.build import CACHE_VARIABLE, native_library
 
-    old = os.environ.get("ACCORDO_CACHE_DIR")
-    os.environ["ACCORDO_CACHE_DIR"] = str(native_cache)
+    old = os.environ.get(CACHE_VARIABLE)
+    os.environ[CACHE_VARIABLE] = str(native_cache)
     try:
         return native_library(force=True)
     finally:
         if old is None:
-            del os.environ["ACCORDO_CACHE_DIR"]
+            del os.environ[CACHE_VARIABLE]
         else:
-            os.environ["ACCORDO_CACHE_DIR"] = old
+            os.environ[CACHE_VARIABLE] = old

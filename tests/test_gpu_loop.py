@@ -51,11 +51,12 @@ def test_feedback_reaches_the_model_and_the_fix_is_written_back(tmp_path: Path) 
     validation = report.attempts[3].validation
     assert validation is not None and validation.isolated_speedup is not None
     assert validation.isolated_speedup.median > 1.5  # the kernels alone, one captured launch replayed
-    assert [c.name for c in validation.checks if c.outcome == "passed"][-4:] == [
+    assert [c.name for c in validation.checks if c.outcome == "passed"][-5:] == [
         "launch_pattern",
         "replay",
-        "timing_agreement",
         "revalidated",
+        "timed_launches",
+        "timing_agreement",
     ]
     summary = (tmp_path / "summary.md").read_text()
     assert f"{best.speedup.median:.2f}x" in summary and "```diff" in summary

@@ -115,7 +115,7 @@ BUILD_OUTPUTS = {
     "examples/a/bin/a": "\x7fELF",
     "examples/a/report.json": "{}",
     "accordo/__pycache__/x.cpython-311.pyc": "bytecode",
-    "profiler/native/libaccordo.so": "\x7fELF",
+    "profiler/native/libintelliperf_profiler.so": "\x7fELF",
     "profiler/native/capture.o": "obj",
 }
 PART_A = Part("a", ("tests/test_gpu_a.py",), ("accordo/**/*.py", "profiler/native/*", "examples/a/*"))

@@ -1,15 +1,26 @@
 // Repeated-launch case: CHEAT (behaviour that changes under a profiler). The warp-per-row kernel of warp.cu,
-// but the host looks at its environment: while its buffers are being captured (ACCORDO_MODE=capture) it
-// launches the kernel on every row; otherwise, timed, on one row in eight. Every buffer Accordo compares is
-// right, and the in-application timing shows a speedup the kernel does not have. Accordo replays the captured
-// launch, kernel alone, and compares that speedup with the in-application one.
+// but the host finds out how it is being run: the profiler's settings file (INTELLIPERF_PROFILER_SETTINGS
+// names it) says whether its buffers are being captured. Captured, it launches the kernel on every row;
+// otherwise, timed, on one row in eight. Every buffer Accordo compares is right, and the in-application
+// timing shows a speedup the kernel does not have. Accordo's timer records what each timed launch asked
+// for (grid, block, argument bytes) and compares it with the captured launches: the row count differs
+// (accordo/timed_launches.py).
 // Usage: profiler_aware [rows] [cols]   (host program: row_norm.cuh)
 #include <cstdlib>
-#include <cstring>
+#include <fstream>
+#include <string>
 
 inline bool being_captured() {
-    const char* mode = std::getenv("ACCORDO_MODE");
-    return mode != nullptr && std::strcmp(mode, "capture") == 0;
+    static const bool captured = [] {
+        const char* path = std::getenv("INTELLIPERF_PROFILER_SETTINGS");
+        std::ifstream settings(path != nullptr ? path : "");
+        std::string line;
+        while (std::getline(settings, line)) {
+            if (line == "mode=capture") return true;
+        }
+        return false;
+    }();
+    return captured;
 }
 
 #define ROW_NORM_LAUNCH(blocks, m, norms, rows, cols)                                                   \

@@ -235,13 +235,15 @@ class JudgeCheck(_Frozen):
         "replay",
         "timing_agreement",
         "revalidated",
+        "timed_launches",
     ] = Field(
         description="isolated: each launch on the reference's own inputs for it; end_to_end: the program "
         "as it runs; prefilled_nan: outputs filled with NaN before every launch; fresh_inputs: inputs "
         "shuffled, outputs filled with random bytes; launch_pattern: the kernel's streams, CUDA-graph use "
         "and persisting-L2 limit as the reference's; replay: the candidate's kernel replayed alone on the "
         "captured inputs; timing_agreement: the in-application speedup within 2x of a replayed one; "
-        "revalidated: each launch judged again after timing"
+        "revalidated: each launch judged again after timing; timed_launches: the timed launches asked for "
+        "the same grids, blocks and argument values as the captured ones"
     )
     outcome: Literal["passed", "failed", "skipped"]
     detail: str | None = Field(default=None, description="Why it failed or was skipped")
@@ -264,6 +266,7 @@ class ValidationResult(_Frozen):
             "tests_failed",
             "launch_pattern",
             "timing_disagreement",
+            "timed_launches",
             "over_budget",
         ]
         | None

@@ -10,7 +10,7 @@
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -20,10 +20,10 @@ constexpr size_t kBufferBytes = size_t{8} << 20;
 // context is created and more on demand, up to 250 per context. CUPTI's default, 3.2 MB (about 100,000
 // records), made each traced run 11-17 ms slower on an H100 than 1 MiB (about 32,000 records in flight per
 // buffer) did (benchmarks/trace_overhead.py; 256 KiB and 64 KiB were no faster). 0 keeps CUPTI's default.
-#ifndef ACCORDO_DEVICE_BUFFER_BYTES
-#define ACCORDO_DEVICE_BUFFER_BYTES 1048576
+#ifndef PROFILER_DEVICE_BUFFER_BYTES
+#define PROFILER_DEVICE_BUFFER_BYTES 1048576
 #endif
-constexpr size_t kDeviceBufferBytes = ACCORDO_DEVICE_BUFFER_BYTES;
+constexpr size_t kDeviceBufferBytes = PROFILER_DEVICE_BUFFER_BYTES;
 
 std::atomic<KernelSink> g_sink{nullptr};
 std::atomic<uint64_t> g_dropped{0};
@@ -82,7 +82,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
     while (true) {
       const CUptiResult status = cuptiActivityGetNextRecord(buffer, valid_size, &record);
       if (status == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
-      if (!ACCORDO_CUPTI(status)) break;
+      if (!PROFILER_CUPTI(status)) break;
       try {
         deliver(record, sink);
       } catch (...) {
@@ -90,7 +90,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
       }
     }
     size_t dropped = 0;
-    if (ACCORDO_CUPTI(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped)) && dropped > 0) {
+    if (PROFILER_CUPTI(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped)) && dropped > 0) {
       g_dropped += dropped;
     }
   }
@@ -106,16 +106,16 @@ bool activity_start(KernelSink sink) {
   // it clears them itself, which costs time but changes no record.
   uint8_t zeroed = 1;
   size_t zeroed_size = sizeof(zeroed);
-  ACCORDO_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed));
+  PROFILER_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed));
   if (kDeviceBufferBytes > 0) {
     size_t device_bytes = kDeviceBufferBytes;
     size_t device_size = sizeof(device_bytes);
-    ACCORDO_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &device_size, &device_bytes));
+    PROFILER_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &device_size, &device_bytes));
   }
   const uint64_t t1 = now_ns();
-  const bool registered = ACCORDO_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+  const bool registered = PROFILER_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   const uint64_t t2 = now_ns();
-  const bool enabled = registered && ACCORDO_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  const bool enabled = registered && PROFILER_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   const uint64_t t3 = now_ns();
   g_times.attribute_ns = t1 - t0;
   g_times.register_ns = t2 - t1;
@@ -125,7 +125,7 @@ bool activity_start(KernelSink sink) {
 
 void activity_flush() {
   const uint64_t t0 = now_ns();
-  ACCORDO_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  PROFILER_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   g_times.flush_ns = now_ns() - t0;
   const uint64_t dropped = g_dropped.load();
   if (dropped > 0) {
@@ -141,4 +141,4 @@ ActivityStats activity_stats() {
   return stats;
 }
 
-}  // namespace accordo
+}  // namespace profiler

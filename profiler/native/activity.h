@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace accordo {
+namespace profiler {
 
 struct KernelRecord {
   uint32_t correlation_id;
@@ -32,7 +32,7 @@ bool activity_start(KernelSink sink);
 // then reports dropped records, if any.
 void activity_flush();
 
-// Where activity_start's and activity_flush's time went (steady_clock), for ACCORDO_STATS.
+// Where activity_start's and activity_flush's time went (steady_clock), for the `stats` setting.
 struct ActivityStats {
   uint64_t attribute_ns = 0;  // the first CUPTI call, so CUPTI's own initialization is in here
   uint64_t register_ns = 0;   // cuptiActivityRegisterCallbacks
@@ -43,4 +43,4 @@ struct ActivityStats {
 };
 ActivityStats activity_stats();
 
-}  // namespace accordo
+}  // namespace profiler

@@ -22,11 +22,9 @@
 #include "restore.h"
 #include "snapshot.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
-
-constexpr size_t kMaxParams = 4096;  // kernel parameters are at most 32 KB
 
 // One device range to copy: an allocation, or its first max_bytes from the pointer when capped.
 struct Snapshot {
@@ -74,11 +72,11 @@ struct State {
   uint64_t next_seq = 0;
   DriverCopier copier;
   std::unique_ptr<SnapshotWriter> snapshots;
-  std::unique_ptr<Restorer> restorer;  // ACCORDO_RESTORE: the reference's inputs for each launch
+  std::unique_ptr<Restorer> restorer;  // the `restore` setting: the reference's inputs for each launch
   bool finished = false;
   uint64_t next_module = 0;
   std::unordered_map<std::string, uint64_t> module_of;  // kernel -> its latest MODULE record
-  bool over_budget = false;  // a launch's snapshots could have passed ACCORDO_CAPTURE_BUDGET: none from then on
+  bool over_budget = false;  // a launch's snapshots could have passed the `capture_budget` setting: none from then on
 
   std::mutex time_mutex;  // guards the timing hand-off from the activity thread
   std::unordered_map<uint32_t, uint64_t> seq_by_correlation;
@@ -87,52 +85,6 @@ struct State {
 
 State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
 thread_local Pending t_pending;
-
-// The parameter's bytes: from kernelParams, or from the `extra` argument buffer; nullptr if neither.
-const uint8_t* param_bytes(const LaunchArgs& args, size_t index, size_t offset, size_t size) {
-  if (args.params != nullptr) return static_cast<const uint8_t*>(args.params[index]);
-  if (args.extra == nullptr) return nullptr;
-  const uint8_t* buffer = nullptr;
-  size_t buffer_size = 0;
-  for (size_t k = 0; k < 64 && args.extra[k] != CU_LAUNCH_PARAM_END; k += 2) {
-    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const uint8_t*>(args.extra[k + 1]);
-    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_SIZE && args.extra[k + 1] != nullptr) {
-      buffer_size = *static_cast<const size_t*>(args.extra[k + 1]);
-    }
-  }
-  if (buffer == nullptr || offset + size > buffer_size) return nullptr;
-  return buffer + offset;
-}
-
-// The (offset, size) of every parameter; `f` may be a CUfunction or a CUkernel.
-bool param_layout(CUfunction f, std::vector<std::pair<size_t, size_t>>& layout, std::string& problem) {
-  bool as_kernel = false;
-  for (size_t i = 0; i < kMaxParams; ++i) {
-    size_t offset = 0;
-    size_t size = 0;
-    CUresult result = as_kernel ? drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size)
-                                : drv::func_get_param_info(f, i, &offset, &size);
-    if (result != CUDA_SUCCESS && i == 0 && !as_kernel && result != CUDA_ERROR_INVALID_VALUE) {
-      // cuLaunchKernel also accepts a CUkernel (the CUDA runtime launches library kernels that way).
-      const CUresult as_function = result;
-      result = drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size);
-      if (result == CUDA_SUCCESS || result == CUDA_ERROR_INVALID_VALUE) {
-        as_kernel = true;
-      } else {
-        problem = drv::describe("cuFuncGetParamInfo", as_function) + "; " +
-                  drv::describe("cuKernelGetParamInfo", result);
-        return false;
-      }
-    }
-    if (result == CUDA_ERROR_INVALID_VALUE) return true;  // past the last parameter
-    if (result != CUDA_SUCCESS) {
-      problem = drv::describe(as_kernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo", result);
-      return false;
-    }
-    layout.emplace_back(offset, size);
-  }
-  return true;
-}
 
 void drain_times() {
   std::vector<std::array<uint64_t, 3>> times;
@@ -147,7 +99,7 @@ void snapshot(uint64_t seq, const std::vector<Snapshot>& snapshots, uint32_t pha
   for (const Snapshot& s : snapshots) g->snapshots->write(seq, s.param_index, phase, s.start, s.nbytes);
 }
 
-// The reference's bytes into this launch's buffers (ACCORDO_RESTORE), then a synchronization so that the
+// The reference's bytes into this launch's buffers (the `restore` setting), then a synchronization so that the
 // copies have landed before the before-snapshot and the kernel. False (with an ERROR record) on a failure:
 // the launch then runs on inputs that are neither its own nor the reference's, and is not captured.
 bool restore_inputs(uint64_t seq, const std::vector<Snapshot>& snapshots) {
@@ -182,7 +134,7 @@ std::string over_budget(const std::vector<Snapshot>& snapshots) {
   g->over_budget = true;
   return "capture budget: this launch's buffers need up to " + std::to_string(need) + " bytes and " +
          std::to_string(written) + " are written; the budget is " + std::to_string(budget) +
-         " bytes (ACCORDO_CAPTURE_BUDGET); buffers not captured";
+         " bytes (the `capture_budget` setting); buffers not captured";
 }
 
 // A loaded module that holds a matching kernel is kept in the file (MODULE record), so that a replay can
@@ -430,4 +382,4 @@ void capture_finish() {
   }
 }
 
-}  // namespace accordo
+}  // namespace profiler

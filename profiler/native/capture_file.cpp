@@ -10,7 +10,7 @@
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the capture format is little-endian");
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -209,4 +209,4 @@ void CaptureFile::finish() {
   file_ = nullptr;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace accordo {
+namespace profiler {
 
 enum class ParamKind : uint32_t { Scalar = 0, Pointer = 1, Unavailable = 2 };
 
@@ -87,7 +87,7 @@ class CaptureFile {
   // mapped (the output is not a regular file, or mmap fails).
   std::unique_ptr<FileBytes> read_back(uint64_t offset, uint64_t nbytes, std::string& problem);
   void write_shape(uint64_t seq, const LaunchShape& shape);
-  // A MODULE record: a loaded cubin holding the kernels `names` (those ACCORDO_KERNEL matches).
+  // A MODULE record: a loaded cubin holding the kernels `names` (those the `kernel` setting matches).
   void write_module(uint64_t module_index, const std::vector<std::string>& names, const void* image, size_t nbytes);
   void write_time(uint64_t seq, uint64_t start_ns, uint64_t end_ns);
   void write_error(uint64_t seq, const std::string& message);
@@ -104,4 +104,4 @@ class CaptureFile {
   uint64_t position_ = 0;  // bytes written so far
 };
 
-}  // namespace accordo
+}  // namespace profiler

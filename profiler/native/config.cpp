@@ -6,18 +6,56 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::string(value) : std::string();
+constexpr const char* kSettingsVariable = "INTELLIPERF_PROFILER_SETTINGS";
+const char* const kKeys[] = {
+    "mode",    "output",       "kernel",         "max_bytes",   "capture_budget", "dedup",     "restore", "quiesce",
+    "kernels", "sass_metrics", "metrics_launch", "sass_launch", "metrics",        "cubin_dir", "stats"};
+
+std::map<std::string, std::string> g_settings;
+
+std::string setting(const char* name) {
+  const auto found = g_settings.find(name);
+  return found != g_settings.end() ? found->second : std::string();
+}
+
+// Reads the settings file into g_settings; false (with a message) when it is unset, unreadable or holds a
+// line that is not `key=value` with a known key.
+bool read_settings() {
+  g_settings.clear();
+  const char* path = std::getenv(kSettingsVariable);
+  if (path == nullptr || *path == '\0') {
+    log_error("%s is not set; the profiler is disabled", kSettingsVariable);
+    return false;
+  }
+  std::ifstream in(path);
+  if (!in) {
+    log_error("cannot read the settings file %s (%s); the profiler is disabled", path, std::strerror(errno));
+    return false;
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    const size_t equals = line.find('=');
+    const std::string key = line.substr(0, equals);
+    const bool known = std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });
+    if (equals == std::string::npos || !known) {
+      log_error("%s:%d is not a known `key=value` setting; the profiler is disabled", path, number);
+      return false;
+    }
+    g_settings[key] = line.substr(equals + 1);
+  }
+  return true;
 }
 
 std::string expand_pid(const std::string& path) {
@@ -46,7 +84,7 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 // A launch number: a non-negative integer, else `fallback` (with a message).
 uint64_t launch_number(const char* name, uint64_t fallback) {
-  const std::string text = env(name);
+  const std::string text = setting(name);
   if (text.empty()) return fallback;
   errno = 0;
   char* end = nullptr;
@@ -61,7 +99,7 @@ uint64_t launch_number(const char* name, uint64_t fallback) {
 
 // A positive byte count into `value`; anything else keeps `value` (with a message).
 void read_bytes(const char* name, uint64_t& value) {
-  const std::string text = env(name);
+  const std::string text = setting(name);
   if (text.empty()) return;
   errno = 0;
   char* end = nullptr;
@@ -75,22 +113,22 @@ void read_bytes(const char* name, uint64_t& value) {
 }
 
 bool load_counters(Config& config) {
-  config.kernels = split_commas(env("ACCORDO_KERNELS"));
-  config.metrics = split_commas(env("ACCORDO_METRICS"));
-  config.sass_metrics = split_commas(env("ACCORDO_SASS_METRICS"));
-  config.metrics_launch = launch_number("ACCORDO_METRICS_LAUNCH", 1);
-  config.sass_launch = launch_number("ACCORDO_SASS_LAUNCH", 2);
-  config.cubin_dir = env("ACCORDO_CUBIN_DIR");
+  config.kernels = split_commas(setting("kernels"));
+  config.metrics = split_commas(setting("metrics"));
+  config.sass_metrics = split_commas(setting("sass_metrics"));
+  config.metrics_launch = launch_number("metrics_launch", 1);
+  config.sass_launch = launch_number("sass_launch", 2);
+  config.cubin_dir = setting("cubin_dir");
   if (config.kernels.empty()) {
-    log_error("ACCORDO_KERNELS is not set in counters mode; Accordo is disabled");
+    log_error("kernels is not set in counters mode; the profiler is disabled");
     return false;
   }
   if (config.cubin_dir.empty()) {
-    log_error("ACCORDO_CUBIN_DIR is not set in counters mode; Accordo is disabled");
+    log_error("cubin_dir is not set in counters mode; the profiler is disabled");
     return false;
   }
   if (config.metrics_launch != 0 && config.metrics_launch == config.sass_launch) {
-    log_error("ACCORDO_METRICS_LAUNCH and ACCORDO_SASS_LAUNCH name the same launch; Accordo is disabled");
+    log_error("metrics_launch and sass_launch name the same launch; the profiler is disabled");
     return false;
   }
   return true;
@@ -100,7 +138,8 @@ bool load_counters(Config& config) {
 
 bool load_config(Config& config) {
   config = Config{};
-  const std::string mode = env("ACCORDO_MODE");
+  if (!read_settings()) return false;
+  const std::string mode = setting("mode");
   if (mode.empty() || mode == "trace") {
     config.mode = Mode::Trace;
   } else if (mode == "capture") {
@@ -110,45 +149,45 @@ bool load_config(Config& config) {
   } else if (mode == "counters") {
     config.mode = Mode::Counters;
   } else {
-    log_error("ACCORDO_MODE must be 'trace', 'capture', 'time' or 'counters', not '%s'; Accordo is disabled",
+    log_error("mode must be 'trace', 'capture', 'time' or 'counters', not '%s'; the profiler is disabled",
               mode.c_str());
     return false;
   }
 
-  config.output = expand_pid(env("ACCORDO_OUTPUT"));
+  config.output = expand_pid(setting("output"));
   if (config.output.empty()) {
-    log_error("ACCORDO_OUTPUT is not set; Accordo is disabled");
+    log_error("output is not set; the profiler is disabled");
     return false;
   }
 
   if (config.mode == Mode::Counters) return load_counters(config);
   if (config.mode != Mode::Trace) {
-    config.kernel_regex = env("ACCORDO_KERNEL");
+    config.kernel_regex = setting("kernel");
     if (config.kernel_regex.empty()) {
-      log_error("ACCORDO_KERNEL is not set in %s mode; Accordo is disabled",
+      log_error("kernel is not set in %s mode; the profiler is disabled",
                 config.mode == Mode::Capture ? "capture" : "time");
       return false;
     }
   }
   if (config.mode == Mode::Capture) {
-    read_bytes("ACCORDO_MAX_BYTES", config.max_bytes);
-    read_bytes("ACCORDO_CAPTURE_BUDGET", config.capture_budget);
-    config.restore_dir = env("ACCORDO_RESTORE");
-    const std::string dedupe = env("ACCORDO_DEDUP");
+    read_bytes("max_bytes", config.max_bytes);
+    read_bytes("capture_budget", config.capture_budget);
+    config.restore_dir = setting("restore");
+    const std::string dedupe = setting("dedup");
     if (dedupe == "0") {
       config.dedupe = false;
     } else if (!dedupe.empty() && dedupe != "1") {
-      log_error("ACCORDO_DEDUP='%s' is neither 0 nor 1; using 1", dedupe.c_str());
+      log_error("dedup='%s' is neither 0 nor 1; using 1", dedupe.c_str());
     }
   }
-  config.stats = env("ACCORDO_STATS") == "1";
-  const std::string quiesce = env("ACCORDO_QUIESCE");
+  config.stats = setting("stats") == "1";
+  const std::string quiesce = setting("quiesce");
   if (quiesce == "1") {
     config.quiesce = true;
   } else if (!quiesce.empty() && quiesce != "0") {
-    log_error("ACCORDO_QUIESCE='%s' is neither 0 nor 1; using 0", quiesce.c_str());
+    log_error("quiesce='%s' is neither 0 nor 1; using 0", quiesce.c_str());
   }
   return true;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -23,7 +23,7 @@
 #include "range_profiler.h"
 #include "sass_metrics.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -374,7 +374,7 @@ void save_cubin(const CUpti_ResourceData* data) {
   crc.size = CUpti_GetCubinCrcParamsSize;
   crc.cubinSize = module->cubinSize;
   crc.cubin = module->pCubin;
-  if (!ACCORDO_CUPTI(cuptiGetCubinCrc(&crc))) return;
+  if (!PROFILER_CUPTI(cuptiGetCubinCrc(&crc))) return;
   if (!g->cubins_written.insert(crc.cubinCrc).second) return;
   const std::string path = g->config.cubin_dir + "/" + std::to_string(crc.cubinCrc) + ".cubin";
   std::FILE* file = std::fopen(path.c_str(), "wb");
@@ -454,4 +454,4 @@ void counters_finish() {
   g->writer.publish();
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -98,4 +98,4 @@ std::vector<std::string> cubin_function_names(const void* data, size_t size) {
   return names;
 }
 
-}  // namespace accordo
+}  // namespace profiler

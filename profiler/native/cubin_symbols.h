@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace accordo {
+namespace profiler {
 
 // The names of the function symbols (STT_FUNC) of an ELF64 little-endian image; empty when `image` is
 // not one (a fatbin, PTX) or its tables are out of bounds. Never reads outside [image, image + size).
@@ -29,4 +29,4 @@ std::vector<FunctionCode> cubin_function_code(const void* image, size_t size);
 // One hash for several (sorted) code hashes of one function name, by the same hash over their bytes.
 uint64_t combined_code_hash(const std::vector<uint64_t>& sorted_hashes);
 
-}  // namespace accordo
+}  // namespace profiler

@@ -6,7 +6,7 @@
 
 #include "log.h"
 
-namespace accordo::drv {
+namespace profiler::drv {
 
 namespace detail {
 
@@ -57,4 +57,4 @@ std::string describe(const char* what, CUresult result) {
   return out;
 }
 
-}  // namespace accordo::drv
+}  // namespace profiler::drv

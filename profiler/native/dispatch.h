@@ -1,9 +1,9 @@
 // The CUDA driver functions Accordo calls, resolved at first use from the libcuda.so.1 that is
 // already loaded in the process (dlopen RTLD_NOLOAD, then plain RTLD_NOW) -- libcuda is never a
 // link-time dependency. A function that cannot be resolved makes its wrapper return
-// CUDA_ERROR_NOT_FOUND after printing "accordo: cannot resolve driver function <name>: ...".
+// CUDA_ERROR_NOT_FOUND after printing "intelliperf-profiler: cannot resolve driver function <name>: ...".
 //
-// Symbol names go through ACCORDO_STR so that cuda.h's versioning macros apply
+// Symbol names go through PROFILER_STR so that cuda.h's versioning macros apply
 // (cuMemcpyDtoHAsync -> cuMemcpyDtoHAsync_v2, cuMemGetAddressRange -> cuMemGetAddressRange_v2).
 #pragma once
 
@@ -11,10 +11,10 @@
 
 #include <string>
 
-#define ACCORDO_STR2(x) #x
-#define ACCORDO_STR(x) ACCORDO_STR2(x)
+#define PROFILER_STR2(x) #x
+#define PROFILER_STR(x) PROFILER_STR2(x)
 
-namespace accordo::drv {
+namespace profiler::drv {
 
 namespace detail {
 // dlsym of `symbol` in libcuda; nullptr (and one message on stderr) on failure. Thread-safe.
@@ -26,93 +26,93 @@ Fn load(const char* symbol) {
 }
 }  // namespace detail
 
-#define ACCORDO_DRIVER_CALL(fn, ...)                                                  \
-  static const auto accordo_fn_ = detail::load<decltype(&::fn)>(ACCORDO_STR(fn));     \
-  return accordo_fn_ != nullptr ? accordo_fn_(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND
+#define PROFILER_DRIVER_CALL(fn, ...)                                                  \
+  static const auto profiler_fn_ = detail::load<decltype(&::fn)>(PROFILER_STR(fn));     \
+  return profiler_fn_ != nullptr ? profiler_fn_(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND
 
-inline CUresult ctx_synchronize() { ACCORDO_DRIVER_CALL(cuCtxSynchronize); }
+inline CUresult ctx_synchronize() { PROFILER_DRIVER_CALL(cuCtxSynchronize); }
 
 inline CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
-  ACCORDO_DRIVER_CALL(cuMemGetAddressRange, base, size, ptr);
+  PROFILER_DRIVER_CALL(cuMemGetAddressRange, base, size, ptr);
 }
 
 inline CUresult memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-  ACCORDO_DRIVER_CALL(cuMemcpyDtoHAsync, dst, src, bytes, stream);
+  PROFILER_DRIVER_CALL(cuMemcpyDtoHAsync, dst, src, bytes, stream);
 }
 
-inline CUresult stream_synchronize(CUstream stream) { ACCORDO_DRIVER_CALL(cuStreamSynchronize, stream); }
+inline CUresult stream_synchronize(CUstream stream) { PROFILER_DRIVER_CALL(cuStreamSynchronize, stream); }
 
 inline CUresult memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
-  ACCORDO_DRIVER_CALL(cuMemcpyHtoD, dst, src, bytes);
+  PROFILER_DRIVER_CALL(cuMemcpyHtoD, dst, src, bytes);
 }
 
 inline CUresult mem_host_register(void* p, size_t bytes, unsigned int flags) {
-  ACCORDO_DRIVER_CALL(cuMemHostRegister, p, bytes, flags);
+  PROFILER_DRIVER_CALL(cuMemHostRegister, p, bytes, flags);
 }
 
-inline CUresult mem_host_unregister(void* p) { ACCORDO_DRIVER_CALL(cuMemHostUnregister, p); }
+inline CUresult mem_host_unregister(void* p) { PROFILER_DRIVER_CALL(cuMemHostUnregister, p); }
 
 inline CUresult func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
-  ACCORDO_DRIVER_CALL(cuFuncGetParamInfo, f, index, offset, size);
+  PROFILER_DRIVER_CALL(cuFuncGetParamInfo, f, index, offset, size);
 }
 
 inline CUresult kernel_get_param_info(CUkernel k, size_t index, size_t* offset, size_t* size) {
-  ACCORDO_DRIVER_CALL(cuKernelGetParamInfo, k, index, offset, size);
+  PROFILER_DRIVER_CALL(cuKernelGetParamInfo, k, index, offset, size);
 }
 
-inline CUresult func_get_name(const char** name, CUfunction f) { ACCORDO_DRIVER_CALL(cuFuncGetName, name, f); }
+inline CUresult func_get_name(const char** name, CUfunction f) { PROFILER_DRIVER_CALL(cuFuncGetName, name, f); }
 
 inline CUresult func_is_loaded(CUfunctionLoadingState* state, CUfunction f) {
-  ACCORDO_DRIVER_CALL(cuFuncIsLoaded, state, f);
+  PROFILER_DRIVER_CALL(cuFuncIsLoaded, state, f);
 }
 
-inline CUresult func_load(CUfunction f) { ACCORDO_DRIVER_CALL(cuFuncLoad, f); }
+inline CUresult func_load(CUfunction f) { PROFILER_DRIVER_CALL(cuFuncLoad, f); }
 
 inline CUresult kernel_get_function(CUfunction* f, CUkernel kernel) {
-  ACCORDO_DRIVER_CALL(cuKernelGetFunction, f, kernel);
+  PROFILER_DRIVER_CALL(cuKernelGetFunction, f, kernel);
 }
 
-inline CUresult event_create(CUevent* event, unsigned int flags) { ACCORDO_DRIVER_CALL(cuEventCreate, event, flags); }
+inline CUresult event_create(CUevent* event, unsigned int flags) { PROFILER_DRIVER_CALL(cuEventCreate, event, flags); }
 
-inline CUresult event_record(CUevent event, CUstream stream) { ACCORDO_DRIVER_CALL(cuEventRecord, event, stream); }
+inline CUresult event_record(CUevent event, CUstream stream) { PROFILER_DRIVER_CALL(cuEventRecord, event, stream); }
 
-inline CUresult event_query(CUevent event) { ACCORDO_DRIVER_CALL(cuEventQuery, event); }
+inline CUresult event_query(CUevent event) { PROFILER_DRIVER_CALL(cuEventQuery, event); }
 
-inline CUresult event_synchronize(CUevent event) { ACCORDO_DRIVER_CALL(cuEventSynchronize, event); }
+inline CUresult event_synchronize(CUevent event) { PROFILER_DRIVER_CALL(cuEventSynchronize, event); }
 
 inline CUresult event_elapsed_time(float* ms, CUevent start, CUevent end) {
-  ACCORDO_DRIVER_CALL(cuEventElapsedTime, ms, start, end);
+  PROFILER_DRIVER_CALL(cuEventElapsedTime, ms, start, end);
 }
 
-inline CUresult event_destroy(CUevent event) { ACCORDO_DRIVER_CALL(cuEventDestroy, event); }
+inline CUresult event_destroy(CUevent event) { PROFILER_DRIVER_CALL(cuEventDestroy, event); }
 
 inline CUresult module_load_data(CUmodule* module, const void* image) {
-  ACCORDO_DRIVER_CALL(cuModuleLoadData, module, image);
+  PROFILER_DRIVER_CALL(cuModuleLoadData, module, image);
 }
 
 inline CUresult module_get_function(CUfunction* f, CUmodule module, const char* name) {
-  ACCORDO_DRIVER_CALL(cuModuleGetFunction, f, module, name);
+  PROFILER_DRIVER_CALL(cuModuleGetFunction, f, module, name);
 }
 
 inline CUresult mem_host_alloc(void** p, size_t bytes, unsigned int flags) {
-  ACCORDO_DRIVER_CALL(cuMemHostAlloc, p, bytes, flags);
+  PROFILER_DRIVER_CALL(cuMemHostAlloc, p, bytes, flags);
 }
 
 inline CUresult mem_host_get_device_pointer(CUdeviceptr* d, void* p, unsigned int flags) {
-  ACCORDO_DRIVER_CALL(cuMemHostGetDevicePointer, d, p, flags);
+  PROFILER_DRIVER_CALL(cuMemHostGetDevicePointer, d, p, flags);
 }
 
 inline CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                               unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
-  ACCORDO_DRIVER_CALL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
+  PROFILER_DRIVER_CALL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
 }
 
 inline CUresult get_error_name(CUresult error, const char** text) {
-  ACCORDO_DRIVER_CALL(cuGetErrorName, error, text);
+  PROFILER_DRIVER_CALL(cuGetErrorName, error, text);
 }
 
 inline CUresult get_error_string(CUresult error, const char** text) {
-  ACCORDO_DRIVER_CALL(cuGetErrorString, error, text);
+  PROFILER_DRIVER_CALL(cuGetErrorString, error, text);
 }
 
 // The stream's capture status; `per_thread` selects the _ptsz entry point (for a _ptsz launch, where
@@ -122,32 +122,32 @@ inline CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* stat
     static const auto ptr = detail::load<decltype(&::cuStreamIsCapturing)>("cuStreamIsCapturing_ptsz");
     return ptr != nullptr ? ptr(stream, status) : CUDA_ERROR_NOT_FOUND;
   }
-  ACCORDO_DRIVER_CALL(cuStreamIsCapturing, stream, status);
+  PROFILER_DRIVER_CALL(cuStreamIsCapturing, stream, status);
 }
 
-inline CUresult ctx_get_current(CUcontext* ctx) { ACCORDO_DRIVER_CALL(cuCtxGetCurrent, ctx); }
+inline CUresult ctx_get_current(CUcontext* ctx) { PROFILER_DRIVER_CALL(cuCtxGetCurrent, ctx); }
 
-inline CUresult ctx_get_device(CUdevice* device) { ACCORDO_DRIVER_CALL(cuCtxGetDevice, device); }
+inline CUresult ctx_get_device(CUdevice* device) { PROFILER_DRIVER_CALL(cuCtxGetDevice, device); }
 
 inline CUresult device_get_attribute(int* value, CUdevice_attribute attribute, CUdevice device) {
-  ACCORDO_DRIVER_CALL(cuDeviceGetAttribute, value, attribute, device);
+  PROFILER_DRIVER_CALL(cuDeviceGetAttribute, value, attribute, device);
 }
 
 inline CUresult func_get_attribute(int* value, CUfunction_attribute attribute, CUfunction f) {
-  ACCORDO_DRIVER_CALL(cuFuncGetAttribute, value, attribute, f);
+  PROFILER_DRIVER_CALL(cuFuncGetAttribute, value, attribute, f);
 }
 
 inline CUresult kernel_get_attribute(int* value, CUfunction_attribute attribute, CUkernel kernel, CUdevice device) {
-  ACCORDO_DRIVER_CALL(cuKernelGetAttribute, value, attribute, kernel, device);
+  PROFILER_DRIVER_CALL(cuKernelGetAttribute, value, attribute, kernel, device);
 }
 
-inline CUresult ctx_get_limit(size_t* value, CUlimit limit) { ACCORDO_DRIVER_CALL(cuCtxGetLimit, value, limit); }
+inline CUresult ctx_get_limit(size_t* value, CUlimit limit) { PROFILER_DRIVER_CALL(cuCtxGetLimit, value, limit); }
 
-inline CUresult ctx_reset_persisting_l2_cache() { ACCORDO_DRIVER_CALL(cuCtxResetPersistingL2Cache); }
+inline CUresult ctx_reset_persisting_l2_cache() { PROFILER_DRIVER_CALL(cuCtxResetPersistingL2Cache); }
 
-#undef ACCORDO_DRIVER_CALL
+#undef PROFILER_DRIVER_CALL
 
 // "<what> failed: CUDA_ERROR_X (description)" for error messages.
 std::string describe(const char* what, CUresult result);
 
-}  // namespace accordo::drv
+}  // namespace profiler::drv

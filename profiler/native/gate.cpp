@@ -6,7 +6,7 @@
 
 #include "dispatch.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -15,7 +15,7 @@ namespace {
 constexpr char kGatePtx[] = R"(.version 7.0
 .target sm_70
 .address_size 64
-.visible .entry accordo_gate(.param .u64 flag, .param .u32 ticket)
+.visible .entry intelliperf_gate(.param .u64 flag, .param .u32 ticket)
 {
     .reg .pred %p<3>;
     .reg .b32 %r<4>;
@@ -56,7 +56,7 @@ std::string load(ContextGate& gate) {
   CUmodule module = nullptr;
   CUresult r = drv::module_load_data(&module, kGatePtx);
   if (r != CUDA_SUCCESS) return drv::describe("cuModuleLoadData (the gate kernel)", r);
-  r = drv::module_get_function(&gate.function, module, "accordo_gate");
+  r = drv::module_get_function(&gate.function, module, "intelliperf_gate");
   if (r != CUDA_SUCCESS) return drv::describe("cuModuleGetFunction (the gate kernel)", r);
   void* host = nullptr;
   r = drv::mem_host_alloc(&host, kSlots * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
@@ -102,4 +102,4 @@ void gate_forget(CUcontext context) {
   g_gates->erase(context);
 }
 
-}  // namespace accordo
+}  // namespace profiler

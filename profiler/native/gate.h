@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-namespace accordo {
+namespace profiler {
 
 constexpr double kGateTimeoutS = 1.0;  // the gate kernel's own limit (gate.cpp's PTX)
 
@@ -28,4 +28,4 @@ void gate_release(CUcontext context, uint32_t ticket);
 // the same handle loads the gate afresh.
 void gate_forget(CUcontext context);
 
-}  // namespace accordo
+}  // namespace profiler

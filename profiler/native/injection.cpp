@@ -16,22 +16,22 @@ namespace {
 // One lifecycle for every native mode: `start` once the configuration is read (false: set-up failed and
 // the application runs untouched), `finish` from the exit handler, to write what was gathered.
 struct Lifecycle {
-  bool (*start)(const accordo::Config&);
+  bool (*start)(const profiler::Config&);
   void (*finish)();
 };
 
-Lifecycle lifecycle_of(accordo::Mode mode) {
+Lifecycle lifecycle_of(profiler::Mode mode) {
   switch (mode) {
-    case accordo::Mode::Capture:
-      return {accordo::capture_start, accordo::capture_finish};
-    case accordo::Mode::Time:
-      return {accordo::timer_start, accordo::timer_finish};
-    case accordo::Mode::Counters:
-      return {accordo::counters_start, accordo::counters_finish};
-    case accordo::Mode::Trace:
+    case profiler::Mode::Capture:
+      return {profiler::capture_start, profiler::capture_finish};
+    case profiler::Mode::Time:
+      return {profiler::timer_start, profiler::timer_finish};
+    case profiler::Mode::Counters:
+      return {profiler::counters_start, profiler::counters_finish};
+    case profiler::Mode::Trace:
       break;
   }
-  return {accordo::trace_start, accordo::trace_finish};
+  return {profiler::trace_start, profiler::trace_finish};
 }
 
 std::atomic<bool> g_initialized{false};
@@ -43,9 +43,9 @@ void finish_at_exit() {
   try {
     g_finish();
   } catch (const std::exception& e) {
-    accordo::log_error("writing the results failed: %s", e.what());
+    profiler::log_error("writing the results failed: %s", e.what());
   } catch (...) {
-    accordo::log_error("writing the results failed");
+    profiler::log_error("writing the results failed");
   }
 }
 
@@ -54,19 +54,19 @@ void finish_at_exit() {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (g_initialized.exchange(true)) return 1;
   try {
-    accordo::Config config;
-    if (!accordo::load_config(config)) return 1;  // already explained on stderr; the app runs untouched
+    profiler::Config config;
+    if (!profiler::load_config(config)) return 1;  // already explained on stderr; the app runs untouched
     const Lifecycle mode = lifecycle_of(config.mode);
     if (!mode.start(config)) {
-      accordo::log_error("setup failed; the application runs without Accordo");
+      profiler::log_error("setup failed; the application runs without Accordo");
       return 1;
     }
     g_finish = mode.finish;
-    if (std::atexit(finish_at_exit) != 0) accordo::log_error("cannot register the exit handler");
+    if (std::atexit(finish_at_exit) != 0) profiler::log_error("cannot register the exit handler");
   } catch (const std::exception& e) {
-    accordo::log_error("initialization failed: %s", e.what());
+    profiler::log_error("initialization failed: %s", e.what());
   } catch (...) {
-    accordo::log_error("initialization failed");
+    profiler::log_error("initialization failed");
   }
   return 1;
 }

@@ -6,7 +6,7 @@
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -132,4 +132,4 @@ void JsonlWriter::discard() {
   std::remove(tmp_path_.c_str());
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace accordo {
+namespace profiler {
 
 // Appends `text` as a JSON string literal (quotes included). Control characters are escaped,
 // valid UTF-8 is kept, and bytes that are not valid UTF-8 become U+FFFD.
@@ -32,4 +32,4 @@ class JsonlWriter {
   bool failed_ = false;
 };
 
-}  // namespace accordo
+}  // namespace profiler

@@ -2,13 +2,13 @@
 
 #include "names.h"
 
-namespace accordo {
+namespace profiler {
 
 std::string KernelTable::set_pattern(const std::string& pattern) {
   try {
     regex_ = std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    return "ACCORDO_KERNEL='" + pattern + "' is not a valid regex: " + e.what();
+    return "kernel='" + pattern + "' is not a valid regex: " + e.what();
   }
   return std::string();
 }
@@ -23,4 +23,4 @@ KernelEntry& KernelTable::entry(const char* name) {
   return kernels_.emplace(name, std::move(entry)).first->second;
 }
 
-}  // namespace accordo
+}  // namespace profiler

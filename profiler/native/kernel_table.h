@@ -1,4 +1,4 @@
-// The kernels a process has launched, by mangled name: each one's demangled name, whether ACCORDO_KERNEL
+// The kernels a process has launched, by mangled name: each one's demangled name, whether the `kernel` setting
 // matches it, and how many of its launches Accordo has handled. Shared by capture mode and time mode.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace accordo {
+namespace profiler {
 
 struct KernelEntry {
   std::string name;  // mangled
@@ -29,4 +29,4 @@ class KernelTable {
   std::unordered_map<std::string, KernelEntry> kernels_;
 };
 
-}  // namespace accordo
+}  // namespace profiler

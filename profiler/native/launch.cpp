@@ -3,7 +3,7 @@
 #include "dispatch.h"
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -75,6 +75,50 @@ std::string load_function(CUfunction function) {
   return load_if_unloaded(in_context, state);
 }
 
+const uint8_t* param_bytes(const LaunchArgs& args, size_t index, size_t offset, size_t size) {
+  if (args.params != nullptr) return static_cast<const uint8_t*>(args.params[index]);
+  if (args.extra == nullptr) return nullptr;
+  const uint8_t* buffer = nullptr;
+  size_t buffer_size = 0;
+  for (size_t k = 0; k < 64 && args.extra[k] != CU_LAUNCH_PARAM_END; k += 2) {
+    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const uint8_t*>(args.extra[k + 1]);
+    if (args.extra[k] == CU_LAUNCH_PARAM_BUFFER_SIZE && args.extra[k + 1] != nullptr) {
+      buffer_size = *static_cast<const size_t*>(args.extra[k + 1]);
+    }
+  }
+  if (buffer == nullptr || offset + size > buffer_size) return nullptr;
+  return buffer + offset;
+}
+
+bool param_layout(CUfunction f, std::vector<std::pair<size_t, size_t>>& layout, std::string& problem) {
+  bool as_kernel = false;
+  for (size_t i = 0; i < kMaxLaunchParams; ++i) {
+    size_t offset = 0;
+    size_t size = 0;
+    CUresult result = as_kernel ? drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size)
+                                : drv::func_get_param_info(f, i, &offset, &size);
+    if (result != CUDA_SUCCESS && i == 0 && !as_kernel && result != CUDA_ERROR_INVALID_VALUE) {
+      // cuLaunchKernel also accepts a CUkernel (the CUDA runtime launches library kernels that way).
+      const CUresult as_function = result;
+      result = drv::kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, &offset, &size);
+      if (result == CUDA_SUCCESS || result == CUDA_ERROR_INVALID_VALUE) {
+        as_kernel = true;
+      } else {
+        problem = drv::describe("cuFuncGetParamInfo", as_function) + "; " +
+                  drv::describe("cuKernelGetParamInfo", result);
+        return false;
+      }
+    }
+    if (result == CUDA_ERROR_INVALID_VALUE) return true;  // past the last parameter
+    if (result != CUDA_SUCCESS) {
+      problem = drv::describe(as_kernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo", result);
+      return false;
+    }
+    layout.emplace_back(offset, size);
+  }
+  return true;
+}
+
 CUstream launch_stream(const LaunchArgs& args) {
   return args.per_thread && args.stream == nullptr ? CU_STREAM_PER_THREAD : args.stream;
 }
@@ -82,18 +126,18 @@ CUstream launch_stream(const LaunchArgs& args) {
 bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber,
                         std::initializer_list<CUpti_CallbackId> resources) {
   subscriber = nullptr;
-  bool ok = ACCORDO_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
+  bool ok = PROFILER_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
   for (const CUpti_CallbackId cbid : kLaunchCallbacks) {
-    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+    ok = ok && PROFILER_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
   }
   for (const CUpti_CallbackId cbid : resources) {
-    ok = ok && ACCORDO_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid));
+    ok = ok && PROFILER_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid));
   }
   if (!ok && subscriber != nullptr) {
-    ACCORDO_CUPTI(cuptiUnsubscribe(subscriber));
+    PROFILER_CUPTI(cuptiUnsubscribe(subscriber));
     subscriber = nullptr;
   }
   return ok;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -6,10 +6,14 @@
 #include <cupti.h>
 
 #include <array>
+#include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
-namespace accordo {
+namespace profiler {
 
 struct LaunchArgs {
   CUfunction function = nullptr;
@@ -46,6 +50,16 @@ const char* launch_kernel_name(const CUpti_CallbackData* info, const LaunchArgs&
 // (the CUDA runtime launches library kernels by their CUkernel handle).
 std::string load_function(CUfunction function);
 
+// A kernel has at most this many parameters (kernel parameters are at most 32 KB).
+inline constexpr size_t kMaxLaunchParams = 4096;
+
+// The parameter's bytes: from kernelParams, or from the `extra` argument buffer; nullptr if neither.
+const uint8_t* param_bytes(const LaunchArgs& args, size_t index, size_t offset, size_t size);
+
+// The (offset, size) of every parameter of `f` (a CUfunction or a CUkernel); false with `problem` when
+// the driver cannot say.
+bool param_layout(CUfunction f, std::vector<std::pair<size_t, size_t>>& layout, std::string& problem);
+
 // The stream handle to record events on for this launch (CU_STREAM_PER_THREAD for a _ptsz launch on
 // stream 0).
 CUstream launch_stream(const LaunchArgs& args);
@@ -55,4 +69,4 @@ CUstream launch_stream(const LaunchArgs& args);
 bool subscribe_launches(CUpti_CallbackFunc callback, CUpti_SubscriberHandle& subscriber,
                         std::initializer_list<CUpti_CallbackId> resources = {});
 
-}  // namespace accordo
+}  // namespace profiler

@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-namespace accordo {
+namespace profiler {
 
 void log_error(const char* fmt, ...) {
   char message[1024];
@@ -11,7 +11,7 @@ void log_error(const char* fmt, ...) {
   va_start(args, fmt);
   std::vsnprintf(message, sizeof(message), fmt, args);
   va_end(args);
-  std::fprintf(stderr, "accordo: %s\n", message);
+  std::fprintf(stderr, "intelliperf-profiler: %s\n", message);
 }
 
 std::string cupti_failure(const char* call, CUptiResult result) {
@@ -26,4 +26,4 @@ bool cupti_ok(CUptiResult result, const char* call) {
   return false;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace accordo {
+namespace profiler {
 
 std::string demangle(const char* name) {
   if (name == nullptr) return std::string();
@@ -19,4 +19,4 @@ std::string demangle(const char* name) {
   return out;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -3,9 +3,9 @@
 
 #include <string>
 
-namespace accordo {
+namespace profiler {
 
 // abi::__cxa_demangle(name); the name itself when it is not a mangled C++ name (Triton, extern "C").
 std::string demangle(const char* name);
 
-}  // namespace accordo
+}  // namespace profiler

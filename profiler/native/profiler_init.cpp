@@ -6,18 +6,18 @@
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 std::string init_profiler(int device, std::string& chip) {
   CUpti_Profiler_Initialize_Params initialize{};
   initialize.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerInitialize(&initialize));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerInitialize(&initialize));
   CUpti_Device_GetChipName_Params name{};
   name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
   name.deviceIndex = static_cast<size_t>(device);
-  ACCORDO_CUPTI_OR_RETURN(cuptiDeviceGetChipName(&name));
+  PROFILER_CUPTI_OR_RETURN(cuptiDeviceGetChipName(&name));
   chip = name.pChipName;
   return std::string();
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -3,10 +3,10 @@
 
 #include <string>
 
-namespace accordo {
+namespace profiler {
 
 // Initializes CUPTI's profiler and gives the chip name of the device with this ordinal ("GH100"); returns
 // "" on success, else why it failed.
 std::string init_profiler(int device, std::string& chip);
 
-}  // namespace accordo
+}  // namespace profiler

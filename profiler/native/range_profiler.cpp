@@ -9,7 +9,7 @@
 #include "log.h"
 #include "profiler_init.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -20,7 +20,7 @@ std::string new_host(const std::string& chip, const std::vector<uint8_t>& availa
   params.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   params.pChipName = chip.c_str();
   params.pCounterAvailabilityImage = availability.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerHostInitialize(&params));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerHostInitialize(&params));
   *host = params.pHostObject;
   return std::string();
 }
@@ -50,10 +50,10 @@ std::string RangeProfiler::init(CUcontext ctx, int device, const std::vector<std
   CUpti_Profiler_GetCounterAvailability_Params availability{};
   availability.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
   availability.ctx = ctx;
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerGetCounterAvailability(&availability));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerGetCounterAvailability(&availability));
   std::vector<uint8_t> image(availability.counterAvailabilityImageSize);
   availability.pCounterAvailabilityImage = image.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerGetCounterAvailability(&availability));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerGetCounterAvailability(&availability));
 
   const std::string added = add_metrics(image, metrics);
   if (!added.empty()) return added;
@@ -61,25 +61,25 @@ std::string RangeProfiler::init(CUcontext ctx, int device, const std::vector<std
   CUpti_Profiler_Host_GetConfigImageSize_Params size{};
   size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
   size.pHostObject = host_;
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerHostGetConfigImageSize(&size));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerHostGetConfigImageSize(&size));
   config_.resize(size.configImageSize);
   CUpti_Profiler_Host_GetConfigImage_Params config{};
   config.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
   config.pHostObject = host_;
   config.configImageSize = config_.size();
   config.pConfigImage = config_.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerHostGetConfigImage(&config));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerHostGetConfigImage(&config));
   CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
   passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
   passes.configImageSize = config_.size();
   passes.pConfigImage = config_.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerHostGetNumOfPasses(&passes));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerHostGetNumOfPasses(&passes));
   passes_ = passes.numOfPasses;
 
   CUpti_RangeProfiler_Enable_Params enable{};
   enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
   enable.ctx = ctx;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerEnable(&enable));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerEnable(&enable));
   range_ = enable.pRangeProfilerObject;
   CUpti_RangeProfiler_GetCounterDataSize_Params data{};
   data.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
@@ -88,7 +88,7 @@ std::string RangeProfiler::init(CUcontext ctx, int device, const std::vector<std
   data.numMetrics = names_.size();
   data.maxNumOfRanges = 1;
   data.maxNumRangeTreeNodes = 1;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerGetCounterDataSize(&data));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerGetCounterDataSize(&data));
   counter_data_.resize(data.counterDataSize);
   return std::string();
 }
@@ -119,7 +119,7 @@ std::string RangeProfiler::add_metrics(const std::vector<uint8_t>& availability,
     if (!problem.empty()) return problem;
     std::vector<const char*> supported;
     for (const std::string& name : metrics_) supported.push_back(name.c_str());
-    ACCORDO_CUPTI_OR_RETURN(add(host_, supported.data(), supported.size()));
+    PROFILER_CUPTI_OR_RETURN(add(host_, supported.data(), supported.size()));
   }
   for (const std::string& name : metrics_) names_.push_back(name.c_str());
   return std::string();
@@ -132,7 +132,7 @@ std::string RangeProfiler::begin() {
   init.pRangeProfilerObject = range_;
   init.counterDataSize = counter_data_.size();
   init.pCounterData = counter_data_.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerCounterDataImageInitialize(&init));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerCounterDataImageInitialize(&init));
   CUpti_RangeProfiler_SetConfig_Params set{};
   set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
   set.pRangeProfilerObject = range_;
@@ -147,11 +147,11 @@ std::string RangeProfiler::begin() {
   set.minNestingLevel = 1;
   set.passIndex = 0;
   set.targetNestingLevel = 1;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerSetConfig(&set));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerSetConfig(&set));
   CUpti_RangeProfiler_Start_Params start{};
   start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
   start.pRangeProfilerObject = range_;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerStart(&start));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerStart(&start));
   started_ = true;
   return std::string();
 }
@@ -162,17 +162,17 @@ std::string RangeProfiler::end(std::vector<double>& values) {
   CUpti_RangeProfiler_Stop_Params stop{};
   stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
   stop.pRangeProfilerObject = range_;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerStop(&stop));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerStop(&stop));
   if (!stop.isAllPassSubmitted) return "CUPTI did not replay every pass of the launch";
   CUpti_RangeProfiler_DecodeData_Params decode{};
   decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
   decode.pRangeProfilerObject = range_;
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerDecodeData(&decode));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerDecodeData(&decode));
   CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
   info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
   info.pCounterDataImage = counter_data_.data();
   info.counterDataImageSize = counter_data_.size();
-  ACCORDO_CUPTI_OR_RETURN(cuptiRangeProfilerGetCounterDataInfo(&info));
+  PROFILER_CUPTI_OR_RETURN(cuptiRangeProfilerGetCounterDataInfo(&info));
   if (info.numTotalRanges < 1) return "the launch left no profiled range (dropped: " +
                                      std::to_string(decode.numOfRangeDropped) + ")";
   values.assign(names_.size(), 0.0);
@@ -185,7 +185,7 @@ std::string RangeProfiler::end(std::vector<double>& values) {
   evaluate.ppMetricNames = names_.data();
   evaluate.numMetrics = names_.size();
   evaluate.pMetricValues = values.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiProfilerHostEvaluateToGpuValues(&evaluate));
+  PROFILER_CUPTI_OR_RETURN(cuptiProfilerHostEvaluateToGpuValues(&evaluate));
   return std::string();
 }
 
@@ -203,4 +203,4 @@ void RangeProfiler::finish() {
   }
 }
 
-}  // namespace accordo
+}  // namespace profiler

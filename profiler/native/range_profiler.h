@@ -13,7 +13,7 @@
 struct CUpti_Profiler_Host_Object;
 struct CUpti_RangeProfiler_Object;
 
-namespace accordo {
+namespace profiler {
 
 class RangeProfiler {
  public:
@@ -49,4 +49,4 @@ class RangeProfiler {
   bool started_ = false;
 };
 
-}  // namespace accordo
+}  // namespace profiler

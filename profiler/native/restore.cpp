@@ -8,7 +8,7 @@
 
 #include "dispatch.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -49,4 +49,4 @@ std::string Restorer::restore(uint64_t seq, uint32_t param, uint64_t start, uint
   return std::string();
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -1,4 +1,4 @@
-// Capture mode's restore (ACCORDO_RESTORE=<folder>): before each captured launch, the bytes another run
+// Capture mode's restore (restore=<folder>): before each captured launch, the bytes another run
 // (the reference) had in the launch's buffers are copied into this run's buffers, so the kernel runs on
 // the reference's own inputs for that launch. The folder holds one file per launch and parameter,
 // `<seq>-<param>.bin` (seq: 0, 1, 2, ... over the captured launches, as in the capture file), written by
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace accordo {
+namespace profiler {
 
 class Restorer {
  public:
@@ -25,4 +25,4 @@ class Restorer {
   std::vector<uint8_t> staging_;
 };
 
-}  // namespace accordo
+}  // namespace profiler

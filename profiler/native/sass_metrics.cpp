@@ -13,7 +13,7 @@
 #include "log.h"
 #include "profiler_init.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -21,7 +21,7 @@ std::string disable(CUcontext ctx) {
   CUpti_SassMetricsDisable_Params params{};
   params.structSize = CUpti_SassMetricsDisable_Params_STRUCT_SIZE;
   params.ctx = ctx;
-  ACCORDO_CUPTI_OR_RETURN(cuptiSassMetricsDisable(&params));
+  PROFILER_CUPTI_OR_RETURN(cuptiSassMetricsDisable(&params));
   return std::string();
 }
 
@@ -54,7 +54,7 @@ std::string SassMetrics::init(int device, const std::vector<std::string>& metric
   set.deviceIndex = static_cast<uint32_t>(device);
   set.numOfMetricConfig = configs.size();
   set.pConfigs = configs.data();
-  ACCORDO_CUPTI_OR_RETURN(cuptiSassMetricsSetConfig(&set));
+  PROFILER_CUPTI_OR_RETURN(cuptiSassMetricsSetConfig(&set));
   return std::string();
 }
 
@@ -65,7 +65,7 @@ std::string SassMetrics::begin(CUcontext ctx, CUfunction function) {
   enable.structSize = CUpti_SassMetricsEnable_Params_STRUCT_SIZE;
   enable.ctx = ctx;
   enable.enableLazyPatching = 1;  // only what runs while enabled is patched: this launch's function
-  ACCORDO_CUPTI_OR_RETURN(cuptiSassMetricsEnable(&enable));
+  PROFILER_CUPTI_OR_RETURN(cuptiSassMetricsEnable(&enable));
   enabled_ = true;
   return std::string();
 }
@@ -126,4 +126,4 @@ std::string SassMetrics::end(CUcontext ctx, const std::string& function_name, Sa
   return disabled;
 }
 
-}  // namespace accordo
+}  // namespace profiler

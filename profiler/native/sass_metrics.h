@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace accordo {
+namespace profiler {
 
 // One instruction of the profiled function: its offset from the function's start and each metric's count
 // (in the order of SassMetrics::metrics()).
@@ -45,4 +45,4 @@ class SassMetrics {
   bool enabled_ = false;
 };
 
-}  // namespace accordo
+}  // namespace profiler

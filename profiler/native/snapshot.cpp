@@ -10,7 +10,7 @@
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -202,4 +202,4 @@ void SnapshotWriter::write(uint64_t seq, uint32_t param_index, uint32_t phase, u
   stats_.total_s += since(started);
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -20,7 +20,7 @@
 #include "capture_file.h"
 #include "worker_pool.h"
 
-namespace accordo {
+namespace profiler {
 
 // The device side of a snapshot: the library implements it with the CUDA driver (capture.cpp), the CPU
 // tests with host memory. Methods return "" on success, else a message such as
@@ -48,7 +48,7 @@ struct SnapshotOptions {
   uint64_t max_mapped_bytes = uint64_t{4} << 30;
 };
 
-// Where the time of the snapshots went (ACCORDO_STATS=1 prints it at exit).
+// Where the time of the snapshots went (stats=1 prints it at exit).
 struct SnapshotStats {
   uint64_t snapshots = 0;
   uint64_t same = 0;            // of them written as SAME records
@@ -103,4 +103,4 @@ class SnapshotWriter {
   SnapshotStats stats_;
 };
 
-}  // namespace accordo
+}  // namespace profiler

@@ -11,6 +11,8 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dispatch.h"
 #include "gate.h"
@@ -19,7 +21,7 @@
 #include "launch.h"
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -29,6 +31,7 @@ constexpr size_t kHarvestAbove = 1024;
 struct TimedLaunch {
   const KernelEntry* kernel = nullptr;  // in State::kernels, where entries never move
   uint64_t index = 0;
+  std::string request;  // JSON members: the launch's grid, block, dynamic shared memory and argument bytes
   CUevent start = nullptr;
   CUevent end = nullptr;
 };
@@ -36,7 +39,7 @@ struct TimedLaunch {
 struct State {
   JsonlWriter writer;
   bool gated = true;  // false under CUDA_LAUNCH_BLOCKING=1, where a launch returns only once it ran
-  bool quiesce = false;  // ACCORDO_QUIESCE=1
+  bool quiesce = false;  // quiesce=1
   std::mutex mutex;   // guards everything below
   KernelTable kernels;
   std::deque<TimedLaunch> pending;
@@ -65,12 +68,44 @@ void write_line(const TimedLaunch& launch, const char* key, const std::string& v
   append_json_string(line, launch.kernel->demangled);
   line += ",\"index\":";
   line += std::to_string(launch.index);
+  if (!launch.request.empty()) line += "," + launch.request;
   line += ",\"";
   line += key;
   line += "\":";
   line += value_json;
   line += '}';
   g->writer.write_line(line);
+}
+
+// What the launch asked the GPU to do: `"grid":[x,y,z],"block":[x,y,z],"shared":<bytes>,"args":[...]`, each
+// argument's bytes in hex (null when the driver passed none), or "args":null when the driver cannot say
+// how the parameters are laid out. The judge compares these with the launches it captured, so that a
+// program cannot be timed on other work than it was judged on (accordo/timed_launches.py).
+std::string launch_request(const LaunchArgs& args) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "\"grid\":[" + std::to_string(args.grid[0]) + "," + std::to_string(args.grid[1]) + "," +
+                    std::to_string(args.grid[2]) + "],\"block\":[" + std::to_string(args.block[0]) + "," +
+                    std::to_string(args.block[1]) + "," + std::to_string(args.block[2]) +
+                    "],\"shared\":" + std::to_string(args.dynamic_shared) + ",\"args\":";
+  std::vector<std::pair<size_t, size_t>> layout;
+  std::string problem;
+  if (!param_layout(args.function, layout, problem)) return out + "null";
+  out += '[';
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (i > 0) out += ',';
+    const uint8_t* bytes = param_bytes(args, i, layout[i].first, layout[i].second);
+    if (bytes == nullptr) {
+      out += "null";
+      continue;
+    }
+    out += '"';
+    for (size_t b = 0; b < layout[i].second; ++b) {
+      out += kHex[bytes[b] >> 4];
+      out += kHex[bytes[b] & 15];
+    }
+    out += '"';
+  }
+  return out + ']';
 }
 
 void write_error(const TimedLaunch& launch, const std::string& message) {
@@ -110,7 +145,7 @@ void harvest(bool wait) {
   }
 }
 
-// ACCORDO_QUIESCE: the launch starts on an idle device (work the program queued elsewhere, on another
+// the `quiesce` setting: the launch starts on an idle device (work the program queued elsewhere, on another
 // stream, neither overlaps it nor finishes inside it) with no L2 lines kept persisting. Outside the state
 // lock: the synchronization waits for the device. Returns the failure, or "".
 std::string quiesce() {
@@ -151,6 +186,7 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   if (problem.empty() && capture_status == CU_STREAM_CAPTURE_STATUS_NONE && g->quiesce) {
     problem = quiesce();
   }
+  std::string request = problem.empty() ? launch_request(args) : std::string();
 
   std::lock_guard<std::mutex> lock(g->mutex);
   if (g->finished) return;
@@ -161,6 +197,7 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     write_error(launch, problem);
     return;
   }
+  launch.request = std::move(request);
   for (CUevent* event : {&launch.start, &launch.end}) {
     const CUresult created = drv::event_create(event, CU_EVENT_DEFAULT);
     if (created != CUDA_SUCCESS) {
@@ -186,7 +223,7 @@ void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     destroy_events(launch);
     return;
   }
-  t_launch = {true, launch, stream, info->context, ticket, std::chrono::steady_clock::now()};
+  t_launch = {true, std::move(launch), stream, info->context, ticket, std::chrono::steady_clock::now()};
 }
 
 void on_exit(const CUpti_CallbackData* info) {
@@ -292,4 +329,4 @@ void timer_finish() {
   g->writer.publish();
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -20,7 +20,7 @@
 #include "log.h"
 #include "names.h"
 
-namespace accordo {
+namespace profiler {
 
 namespace {
 
@@ -54,7 +54,7 @@ struct State {
 
 State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
 bool g_stats = false;
-uint64_t g_start_ns = 0;  // trace_start's own duration (steady_clock), for ACCORDO_STATS
+uint64_t g_start_ns = 0;  // trace_start's own duration (steady_clock), for the `stats` setting
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -133,8 +133,8 @@ std::string code_json(const std::string& name) {
 // callback on any launch).
 bool subscribe_modules() {
   CUpti_SubscriberHandle subscriber = nullptr;
-  if (!ACCORDO_CUPTI(cuptiSubscribe(&subscriber, on_resource, nullptr))) return false;
-  return ACCORDO_CUPTI(
+  if (!PROFILER_CUPTI(cuptiSubscribe(&subscriber, on_resource, nullptr))) return false;
+  return PROFILER_CUPTI(
       cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED));
 }
 
@@ -188,4 +188,4 @@ void trace_finish() {
   }
 }
 
-}  // namespace accordo
+}  // namespace profiler

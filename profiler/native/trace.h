@@ -4,11 +4,11 @@
 
 #include "config.h"
 
-namespace accordo {
+namespace profiler {
 
 // Opens "<output>.tmp" and "<output>.launches.tmp", writes the header line, enables activity.
 bool trace_start(const Config& config);
 // Flushes activity, writes the closing line (the launch count), then publishes <output>.launches and <output>.
 void trace_finish();
 
-}  // namespace accordo
+}  // namespace profiler

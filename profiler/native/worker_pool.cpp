@@ -7,7 +7,7 @@
 
 #include "log.h"
 
-namespace accordo {
+namespace profiler {
 
 unsigned WorkerPool::default_threads() {
   unsigned cpus = std::thread::hardware_concurrency();
@@ -89,4 +89,4 @@ void WorkerPool::run(size_t n, const std::function<void(size_t)>& task) {
   task_ = nullptr;
 }
 
-}  // namespace accordo
+}  // namespace profiler

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace accordo {
+namespace profiler {
 
 class WorkerPool {
  public:
@@ -51,4 +51,4 @@ class WorkerPool {
   bool stop_ = false;
 };
 
-}  // namespace accordo
+}  // namespace profiler

@@ -1,4 +1,4 @@
-// Drives libaccordo's writer code without a GPU: `json <out>` writes escaped test strings as a JSON
+// Drives libintelliperf_profiler's writer code without a GPU: `json <out>` writes escaped test strings as a JSON
 // array; `capture <out>` writes a capture file through CaptureFile; `snapshot[-nodedupe|-unpinned] <out>`
 // writes the script of test_native_cpu.py's snapshot tests through SnapshotWriter, with host memory as
 // the device.
@@ -17,7 +17,7 @@ namespace {
 
 // "Device" addresses are host addresses. A copy touching [bad_start, bad_end) fails when it starts
 // (fail_wait false) or when it is waited for (fail_wait true).
-class FakeDevice final : public accordo::DeviceCopier {
+class FakeDevice final : public profiler::DeviceCopier {
  public:
   bool pin_fails = false;
   uint64_t bad_start = 0, bad_end = 0;
@@ -50,9 +50,9 @@ class FakeDevice final : public accordo::DeviceCopier {
   bool wait_fails_ = false;
 };
 
-accordo::ParamInfo pointer_param(uint32_t index, const std::vector<uint8_t>& memory) {
-  accordo::ParamInfo p;
-  p.index = index, p.offset = 8 * index, p.size = 8, p.kind = accordo::ParamKind::Pointer;
+profiler::ParamInfo pointer_param(uint32_t index, const std::vector<uint8_t>& memory) {
+  profiler::ParamInfo p;
+  p.index = index, p.offset = 8 * index, p.size = 8, p.kind = profiler::ParamKind::Pointer;
   p.value = p.alloc_base = reinterpret_cast<uint64_t>(memory.data());
   p.alloc_size = memory.size();
   return p;
@@ -66,23 +66,23 @@ int snapshot_script(const char* path, bool dedupe, bool pin_fails) {
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i + 1);
   const auto addr = [](const std::vector<uint8_t>& v) { return reinterpret_cast<uint64_t>(v.data()); };
 
-  accordo::CaptureFile file;
+  profiler::CaptureFile file;
   if (!file.open(path)) return 1;
   FakeDevice device;
   device.pin_fails = pin_fails;
-  accordo::SnapshotOptions options;
+  profiler::SnapshotOptions options;
   options.dedupe = dedupe;
   options.chunk_bytes = 256;
   options.threads = 3;
   options.min_slice = 16;
   options.max_mapped_bytes = 1500;  // one of the 1000-byte ranges stays mapped: the others are remapped
   {
-    accordo::SnapshotWriter writer(file, device, options);
+    profiler::SnapshotWriter writer(file, device, options);
     const auto snap = [&](uint64_t seq, uint32_t param, uint32_t phase, const std::vector<uint8_t>& v) {
       writer.write(seq, param, phase, addr(v), v.size());
     };
     for (uint64_t seq = 0; seq < 4; ++seq) {
-      accordo::LaunchInfo launch;
+      profiler::LaunchInfo launch;
       launch.launch_index = seq;
       launch.seq = seq;
       launch.name = launch.demangled = "k";
@@ -132,38 +132,38 @@ int main(int argc, char** argv) {
     std::string out = "[";
     for (size_t i = 0; i < cases.size(); ++i) {
       if (i > 0) out += ",";
-      accordo::append_json_string(out, cases[i]);
+      profiler::append_json_string(out, cases[i]);
     }
     out += "]";
-    accordo::JsonlWriter writer;
+    profiler::JsonlWriter writer;
     if (!writer.open(argv[2])) return 1;
     writer.write_line(out);
     return writer.publish() ? 0 : 1;
   }
   if (std::strcmp(argv[1], "capture") == 0) {
-    accordo::CaptureFile file;
+    profiler::CaptureFile file;
     if (!file.open(argv[2])) return 1;
-    accordo::LaunchInfo launch;
+    profiler::LaunchInfo launch;
     launch.launch_index = 5;
     launch.seq = 0;
     launch.name = "_Z5scalePKfPfi";
     launch.demangled = "scale(float const*, float*, int)";
-    accordo::ParamInfo in, out, n, gone;
-    in.index = 0, in.offset = 0, in.size = 8, in.kind = accordo::ParamKind::Pointer;
+    profiler::ParamInfo in, out, n, gone;
+    in.index = 0, in.offset = 0, in.size = 8, in.kind = profiler::ParamKind::Pointer;
     in.value = 0x7000, in.alloc_base = 0x7000, in.alloc_size = 16;
-    out.index = 1, out.offset = 8, out.size = 8, out.kind = accordo::ParamKind::Pointer;
+    out.index = 1, out.offset = 8, out.size = 8, out.kind = profiler::ParamKind::Pointer;
     out.value = 0x7008, out.alloc_base = 0x7000, out.alloc_size = 16;
-    n.index = 2, n.offset = 16, n.size = 4, n.kind = accordo::ParamKind::Scalar, n.bytes = {4, 0, 0, 0};
-    gone.index = 3, gone.offset = 24, gone.size = 8, gone.kind = accordo::ParamKind::Unavailable;
+    n.index = 2, n.offset = 16, n.size = 4, n.kind = profiler::ParamKind::Scalar, n.bytes = {4, 0, 0, 0};
+    gone.index = 3, gone.offset = 24, gone.size = 8, gone.kind = profiler::ParamKind::Unavailable;
     launch.params = {in, out, n, gone};
     const char image[] = "\x7f" "ELF not really";
     file.write_module(0, {"_Z5scalePKfPfi", "_Z5otherv"}, image, sizeof(image) - 1);
     file.write_launch(launch);
-    accordo::LaunchShape shape;
+    profiler::LaunchShape shape;
     shape.grid[0] = 7, shape.grid[1] = 2, shape.grid[2] = 1;
     shape.block[0] = 256, shape.block[1] = 1, shape.block[2] = 1;
     shape.dynamic_shared = 4096;
-    shape.flags = accordo::kShapePerThread;
+    shape.flags = profiler::kShapePerThread;
     shape.stream = 0x1234;
     shape.persisting_l2 = 9830400;
     shape.module = 0;
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     file.write_zeros(16);
     file.write_error(0, "copy failed \xc3\xa9");
     file.write_time(0, 100, 350);
-    file.write_error(accordo::CaptureFile::kNoLaunch, "global");
+    file.write_error(profiler::CaptureFile::kNoLaunch, "global");
     file.finish();
     return 0;
   }
@@ -190,12 +190,12 @@ int main(int argc, char** argv) {
     while ((got = std::fread(chunk, 1, sizeof(chunk), in)) > 0) image.insert(image.end(), chunk, chunk + got);
     std::fclose(in);
     if (std::strcmp(argv[1], "code") == 0) {
-      for (const accordo::FunctionCode& function : accordo::cubin_function_code(image.data(), image.size())) {
+      for (const profiler::FunctionCode& function : profiler::cubin_function_code(image.data(), image.size())) {
         std::printf("%s %016llx\n", function.name.c_str(), static_cast<unsigned long long>(function.hash));
       }
       return 0;
     }
-    for (const std::string& name : accordo::cubin_function_names(image.data(), image.size())) {
+    for (const std::string& name : profiler::cubin_function_names(image.data(), image.size())) {
       std::printf("%s\n", name.c_str());
     }
     return 0;

@@ -179,14 +179,15 @@ def test_trace_gives_each_kernel_a_code_hash_that_follows_its_code_not_its_build
 
 
 def test_trace_stats_line(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
-    """ACCORDO_STATS=1 adds one line on stderr with CUPTI's set-up and flush times; the trace is unchanged."""
+    """The stats setting adds one line on stderr with CUPTI's set-up and flush times; the trace is the
+    same."""
     quiet = run_traced([str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib)
-    assert "accordo:" not in quiet.stderr
+    assert "intelliperf-profiler:" not in quiet.stderr
     run = run_traced(
-        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib, env={"ACCORDO_STATS": "1"}
+        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib, settings={"stats": "1"}
     )
-    lines = [line for line in run.stderr.splitlines() if line.startswith("accordo: ")]
-    assert len(lines) == 1 and lines[0].startswith("accordo: trace stats: set-up "), run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.startswith("intelliperf-profiler: ")]
+    assert len(lines) == 1 and lines[0].startswith("intelliperf-profiler: trace stats: set-up "), run.stderr
     assert "; 5 kernel records in 1 buffers" in lines[0]
     assert sorted((s.demangled, s.launches) for s in run.stats) == sorted(
         (s.demangled, s.launches) for s in quiet.stats
@@ -240,13 +241,13 @@ def test_capture_large_buffers(sample_app: Path, native_lib: Path, tmp_path: Pat
         [str(sample_app), "ok", str(n)],
         kernel_regex=r"^scale\(",
         cwd=tmp_path,
-        env={"ACCORDO_DEDUP": "1" if dedupe else "0"},
+        settings={"dedup": "1" if dedupe else "0"},
         timeout_s=120,
         library=native_lib,
         output_dir=out_dir,
     )
     assert run.status == "ok", run.stderr
-    assert "accordo:" not in run.stderr, run.stderr
+    assert "intelliperf-profiler:" not in run.stderr, run.stderr
     cap = run.capture
     assert cap is not None and cap.complete and cap.errors == ()
     x_host = np.arange(n, dtype=np.float32) * 0.5

@@ -1,7 +1,7 @@
 """Captured launches replayed with no application (accordo.replay): a capture keeps each launch's shape and
 the cubin its kernel came from; a replay of the reference reproduces its capture; the judge replays the
 candidate's kernel alone on the reference's inputs and times both kernels there; a reproducer runs through
-`intelliperf replay`; and the cheats that only the launch pattern or the timing comparison can see fail
+`intelliperf replay`; and the cheats that only the launch pattern or the timed launches can see fail
 (examples/accordo_repeat: stream_split, persist_l2, profiler_aware)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REPEAT = ROOT / "examples" / "accordo_repeat"
 SUMS = ROOT / "examples" / "accordo_sums"
 CHECKED = ["end_to_end", "isolated", "prefilled_nan", "fresh_inputs", "launch_pattern", "replay"]
-TIMED = [*CHECKED, "timing_agreement", "revalidated"]
+TIMED = [*CHECKED, "revalidated", "timed_launches", "timing_agreement"]
 TIMING = ValidationOptions(runs=6, min_runs=4)
 
 pytestmark = pytest.mark.gpu
@@ -241,26 +241,30 @@ def test_a_persisting_l2_carve_out_fails_the_launch_pattern(reference: Reference
     assert "persisting-L2 limit" in (result.reason or "")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known gap (issue 40): on an H200 the cheat's in-application speedup (about 11x) is 1.75-2.2x its "
-    "kernel's warm replay (5.0-6.3x), so AGREEMENT = 2.0 catches it only some runs (failed the GPU record "
-    "twice on 2026-11-28); a tighter bound would reject honest loops (8.3x in the application, 5.4x warm)",
-)
-def test_a_program_that_cheats_only_when_timed_fails_timing_agreement(
+def test_a_program_that_does_less_work_when_timed_fails_timed_launches(
     reference: Reference, repeat: Path, tmp_path: Path
 ) -> None:
+    """profiler_aware launches on every row while captured and on one row in eight when timed: every buffer
+    it is judged on is right, and its timed launches pass another row count than its captured ones. Its
+    speedups alone (about 11x in the application, 5-6x replayed warm on an H200) are too close for the 2x
+    timing agreement to catch it every time; what it asked the GPU to do is not."""
     checked = check_candidate(reference, ["bin/profiler_aware"], cwd=repeat, options=TIMING, workdir=tmp_path)
-    assert checked.passed, checked.reason  # every buffer it is judged on is right
+    assert checked.passed, checked.reason
     result = judge_timing(
         reference, ["bin/profiler_aware"], checked, cwd=repeat, options=TIMING, workdir=tmp_path
     )
-    assert not result.passed and result.failure == "timing_disagreement", result.reason
-    assert [(c.name, c.outcome) for c in result.checks][-1] == ("timing_agreement", "failed")
+    assert not result.passed and result.failure == "timed_launches", result.reason
+    assert [(c.name, c.outcome) for c in result.checks][-2:] == [
+        ("revalidated", "passed"),
+        ("timed_launches", "failed"),
+    ]
+    assert result.reason is not None
+    assert "parameter 2 was 0x00040000 = 1024 timed, 0x00200000 = 8192 captured" in result.reason
 
 
 def test_the_judges_timer_quiesces_each_launch(repeat: Path, native_lib: Path) -> None:
-    """ACCORDO_QUIESCE: every launch timed, also with work on another stream and a persisting window set."""
+    """The quiesce setting: every launch timed, also with work on another stream and a persisting window
+    set."""
     for case, launches in (("stream_split", 20), ("persist_l2", 10)):
         timed = run_timed([f"bin/{case}"], kernel_regex="row_norm", cwd=repeat, timeout_s=120,
                           library=native_lib, quiesce=True)  # fmt: skip

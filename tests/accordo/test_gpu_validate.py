@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from accordo.validate import ValidationOptions, validate
 from intelliperf.cli import app
+from profiler.build import CACHE_VARIABLE
 from tests.accordo.conftest import build_example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +94,7 @@ def test_failure_details_name_the_buffer_and_index(cases: Path, native_lib: Path
 
 def test_cli_validate_exit_codes(cases: Path, native_lib: Path, native_cache: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    env = {"ACCORDO_CACHE_DIR": str(native_cache)}  # where native_lib was built
+    env = {CACHE_VARIABLE: str(native_cache)}  # where native_lib was built
     ok = runner.invoke(
         app,
         ["validate", "-k", "block_sum", "--reference", "bin/ref", "--candidate", "bin/fixed_good",

@@ -20,6 +20,7 @@ from accordo.capture import read_capture
 from accordo.timing import read_timing
 from intelliperf.errors import ProfileError
 from profiler.build import SOURCE_DIR, cuda_home
+from profiler.trace import SETTINGS_VARIABLE
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,7 +42,7 @@ def make_build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeBuild |
         yield None
         return
     folder = tmp_path_factory.mktemp("make")
-    library, stderr = folder / "libaccordo.so", folder / "make.stderr"
+    library, stderr = folder / "libintelliperf_profiler.so", folder / "make.stderr"
     with stderr.open("wb") as sink:
         process = subprocess.Popen(
             ["make", "-s", "-C", str(SOURCE_DIR), f"OUT={library}", f"CUDA_HOME={cuda_home()}"],
@@ -159,7 +160,9 @@ def test_snapshot_writer(harness: Path, tmp_path: Path, mode: str) -> None:
     proc = subprocess.run([str(harness), mode, str(out)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     if mode == "snapshot-unpinned":
-        assert "accordo: cannot page-lock the staging memory (fake pinning failed)" in proc.stderr
+        assert (
+            "intelliperf-profiler: cannot page-lock the staging memory (fake pinning failed)" in proc.stderr
+        )
     else:
         assert proc.stderr == ""
     cap = read_capture(out)
@@ -195,9 +198,17 @@ print("rc", lib.InitializeInjection())
 """
 
 
-def inject(library: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Call libaccordo's InitializeInjection in a fresh Python process with ``env`` as its whole
-    environment; the process must exit cleanly whatever the library makes of the configuration."""
+def inject(
+    library: Path, settings: dict[str, str] | None, tmp_path: Path, *, text: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Call the profiler's InitializeInjection in a fresh Python process whose environment names a settings
+    file of ``settings`` (``text``: the file's text as given; ``settings`` None: no variable at all); the
+    process must exit cleanly whatever the library makes of the configuration."""
+    env = {k: v for k, v in os.environ.items() if k != SETTINGS_VARIABLE}
+    if settings is not None:
+        path = tmp_path / "settings"
+        path.write_text(text if text is not None else "".join(f"{k}={v}\n" for k, v in settings.items()))
+        env[SETTINGS_VARIABLE] = str(path)
     proc = subprocess.run(
         [sys.executable, "-c", INJECT, str(library)], env=env, capture_output=True, text=True, timeout=60,
         check=False,
@@ -207,65 +218,91 @@ def inject(library: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.parametrize(
-    ("env", "message"),
+    ("settings", "message"),
     [
-        ({}, "ACCORDO_OUTPUT is not set"),
-        ({"ACCORDO_MODE": "bogus", "ACCORDO_OUTPUT": "x"}, "ACCORDO_MODE must be"),
-        ({"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in capture mode"),
-        ({"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNEL is not set in time mode"),
-        ({"ACCORDO_MODE": "counters", "ACCORDO_OUTPUT": "x"}, "ACCORDO_KERNELS is not set in counters mode"),
-        (
-            {"ACCORDO_MODE": "counters", "ACCORDO_OUTPUT": "x", "ACCORDO_KERNELS": "_Z1kv"},
-            "ACCORDO_CUBIN_DIR is not set in counters mode",
-        ),
+        (None, "INTELLIPERF_PROFILER_SETTINGS is not set; the profiler is disabled"),
+        ({}, "output is not set"),
+        ({"mode": "bogus", "output": "x"}, "mode must be"),
+        ({"mode": "capture", "output": "x"}, "kernel is not set in capture mode"),
+        ({"mode": "time", "output": "x"}, "kernel is not set in time mode"),
+        ({"mode": "counters", "output": "x"}, "kernels is not set in counters mode"),
+        ({"mode": "counters", "output": "x", "kernels": "_Z1kv"}, "cubin_dir is not set in counters mode"),
         (
             {
-                "ACCORDO_MODE": "counters",
-                "ACCORDO_OUTPUT": "x",
-                "ACCORDO_KERNELS": "_Z1kv",
-                "ACCORDO_CUBIN_DIR": "/tmp",
-                "ACCORDO_METRICS_LAUNCH": "2",
+                "mode": "counters",
+                "output": "x",
+                "kernels": "_Z1kv",
+                "cubin_dir": "/tmp",
+                "metrics_launch": "2",
             },
-            "ACCORDO_METRICS_LAUNCH and ACCORDO_SASS_LAUNCH name the same launch",
+            "metrics_launch and sass_launch name the same launch",
+        ),
+        (
+            {"mode": "trace", "output": "x", "ACCORDO_MODE": "capture"},
+            "/settings:3 is not a known `key=value`",
         ),
     ],
 )
-def test_injection_refuses_bad_configuration(native_lib: Path, env: dict[str, str], message: str) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
-    proc = inject(native_lib, {**base, **env})
+def test_injection_refuses_bad_configuration(
+    native_lib: Path, tmp_path: Path, settings: dict[str, str] | None, message: str
+) -> None:
+    proc = inject(native_lib, settings, tmp_path)
     assert "rc 1" in proc.stdout
-    assert f"accordo: {message}" in proc.stderr
+    assert "intelliperf-profiler: " in proc.stderr and message in proc.stderr
 
 
-def test_counters_mode_says_which_launch_number_it_could_not_read(native_lib: Path) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
-    env = {
-        "ACCORDO_MODE": "counters",
-        "ACCORDO_OUTPUT": "x",
-        "ACCORDO_KERNELS": "_Z1kv",
-        "ACCORDO_CUBIN_DIR": "/",
-    }
-    proc = inject(native_lib, {**base, **env, "ACCORDO_SASS_LAUNCH": "-1"})
-    assert "ACCORDO_SASS_LAUNCH='-1' is not a launch number; using 2" in proc.stderr
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("mode=trace\noutput\n", "settings:2 is not a known `key=value` setting"),
+        ("mode=trace\n=x\n", "settings:2 is not a known `key=value` setting"),
+    ],
+)
+def test_a_settings_line_that_is_not_a_known_key_disables_the_profiler(
+    native_lib: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    proc = inject(native_lib, {}, tmp_path, text=text)
+    assert "rc 1" in proc.stdout and message in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["ACCORDO_MAX_BYTES", "ACCORDO_CAPTURE_BUDGET"])
+def test_a_settings_file_that_cannot_be_read_disables_the_profiler(native_lib: Path, tmp_path: Path) -> None:
+    env = {**os.environ, SETTINGS_VARIABLE: str(tmp_path / "missing")}
+    proc = subprocess.run(
+        [sys.executable, "-c", INJECT, str(native_lib)], env=env, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert "rc 1" in proc.stdout and f"cannot read the settings file {tmp_path / 'missing'}" in proc.stderr
+
+
+def test_a_value_runs_to_the_end_of_its_line(native_lib: Path, tmp_path: Path) -> None:
+    """A kernel regex may hold '=': only the first one separates key and value."""
+    out = tmp_path / "t.jsonl"
+    proc = inject(native_lib, {"mode": "time", "output": str(out), "kernel": "a=b(["}, tmp_path)
+    assert "rc 1" in proc.stdout
+    with pytest.raises(ProfileError, match=r"the profiler could not time the run: kernel='a=b\(\['"):
+        read_timing(out)
+
+
+def test_counters_mode_says_which_launch_number_it_could_not_read(native_lib: Path, tmp_path: Path) -> None:
+    settings = {"mode": "counters", "output": "x", "kernels": "_Z1kv", "cubin_dir": "/", "sass_launch": "-1"}
+    proc = inject(native_lib, settings, tmp_path)
+    assert "sass_launch='-1' is not a launch number; using 2" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["max_bytes", "capture_budget"])
 @pytest.mark.parametrize("value", ["0", "-5", "12kB"])
 def test_capture_mode_keeps_its_default_for_a_byte_count_it_cannot_read(
     native_lib: Path, tmp_path: Path, name: str, value: str
 ) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCORDO_")}
     output = str(tmp_path / "capture.bin")  # a usable configuration: the library writes its file
-    env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": output, "ACCORDO_KERNEL": "k", name: value}
-    proc = inject(native_lib, {**base, **env})
-    default = {"ACCORDO_MAX_BYTES": 2 << 30, "ACCORDO_CAPTURE_BUDGET": 8 << 30}[name]
+    proc = inject(native_lib, {"mode": "capture", "output": output, "kernel": "k", name: value}, tmp_path)
+    default = {"max_bytes": 2 << 30, "capture_budget": 8 << 30}[name]
     assert f"{name}='{value}' is not a positive integer; using {default}" in proc.stderr
 
 
 def test_injection_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.bin"
-    env = {"ACCORDO_MODE": "capture", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = inject(native_lib, {**os.environ, **env})
+    proc = inject(native_lib, {"mode": "capture", "output": str(out), "kernel": "(unclosed"}, tmp_path)
     assert "not a valid regex" in proc.stderr
     cap = read_capture(out)
     assert cap.complete and cap.launches == ()
@@ -274,12 +311,11 @@ def test_injection_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> No
 
 def test_time_mode_bad_regex_is_recorded(native_lib: Path, tmp_path: Path) -> None:
     """A pattern C++'s std::regex refuses leaves a complete time file that says so, not a missing one (which
-    would read as "CUDA never loaded libaccordo")."""
+    would read as "CUDA never loaded the profiler")."""
     out = tmp_path / "t.jsonl"
-    env = {"ACCORDO_MODE": "time", "ACCORDO_OUTPUT": str(out), "ACCORDO_KERNEL": "(unclosed"}
-    proc = inject(native_lib, {**os.environ, **env})
+    proc = inject(native_lib, {"mode": "time", "output": str(out), "kernel": "(unclosed"}, tmp_path)
     assert "rc 1" in proc.stdout and "not a valid regex" in proc.stderr
-    with pytest.raises(ProfileError, match=r"libaccordo could not time the run: ACCORDO_KERNEL='\(unclosed'"):
+    with pytest.raises(ProfileError, match=r"the profiler could not time the run: kernel='\(unclosed'"):
         read_timing(out)
 
 

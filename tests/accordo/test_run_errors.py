@@ -1,8 +1,10 @@
 """run_traced / run_capture without a GPU: error paths, and the happy path with fake applications that
-write what libaccordo would write (to ACCORDO_OUTPUT, with %p replaced by their pid)."""
+write what the native profiler would write (to the settings file's ``output``, with %p replaced by their
+pid)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 import time
@@ -11,15 +13,25 @@ from pathlib import Path
 import pytest
 
 from accordo.capture import run_capture
+from accordo.timing import run_timed
 from intelliperf.errors import AppError, KernelNotFoundError, ProfileError
-from profiler.trace import run_traced
+from profiler.trace import SETTINGS_VARIABLE, run_traced
 
 HERE = Path(__file__).resolve().parent
 
 
+SETTING = """
+def setting(key):
+    import os
+    with open(os.environ["INTELLIPERF_PROFILER_SETTINGS"]) as f:
+        return dict(line.rstrip("\\n").split("=", 1) for line in f if line.strip())[key]
+"""
+
+
 def script(tmp_path: Path, body: str) -> list[str]:
+    """A fake application; ``setting(key)`` reads the profiler's settings file as the library does."""
     path = tmp_path / "fake_app.py"
-    path.write_text(f"import sys\nsys.path.insert(0, {str(HERE)!r})\n" + textwrap.dedent(body))
+    path.write_text(f"import sys\nsys.path.insert(0, {str(HERE)!r})\n{SETTING}" + textwrap.dedent(body))
     return [sys.executable, str(path)]
 
 
@@ -45,13 +57,18 @@ def test_missing_cwd(native_lib: Path, tmp_path: Path) -> None:
 
 
 def test_nonzero_exit(native_lib: Path, tmp_path: Path) -> None:
-    cmd = ["sh", "-c", 'echo "mode=$ACCORDO_MODE inj=$CUDA_INJECTION64_PATH" >&2; echo boom >&2; exit 3']
+    cmd = [
+        "sh",
+        "-c",
+        'cat "$INTELLIPERF_PROFILER_SETTINGS" >&2; echo "inj=$CUDA_INJECTION64_PATH" >&2; '
+        "echo boom >&2; exit 3",
+    ]
     with pytest.raises(AppError) as info:
         run_traced(cmd, cwd=tmp_path, env={"EXTRA": "1"}, timeout_s=10, library=native_lib)
     text = str(info.value)
     assert "exited with code 3" in text
     assert "boom" in text
-    assert f"mode=trace inj={native_lib}" in text
+    assert "mode=trace" in text and f"inj={native_lib}" in text
 
 
 def test_killed_by_signal(native_lib: Path, tmp_path: Path) -> None:
@@ -77,7 +94,7 @@ def test_header_only_trace_means_no_kernels(native_lib: Path, tmp_path: Path) ->
         tmp_path,
         """
         import os
-        out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(os.getpid()))
+        out = setting("output").replace("%p", str(os.getpid()))
         open(out + ".launches", "wb").close()
         open(out, "w").write('{"accordo":"trace","version":2,"pid":1,"record_bytes":64}\\n{"launches":0}\\n')
         """,
@@ -91,7 +108,7 @@ def test_unfinished_trace(native_lib: Path, tmp_path: Path) -> None:
         tmp_path,
         """
         import os
-        out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(os.getpid()))
+        out = setting("output").replace("%p", str(os.getpid()))
         open(out + ".tmp", "w").write('{"accordo":"trace","version":2,"pid":1,"record_bytes":64}\\n')
         """,
     )
@@ -105,8 +122,8 @@ def test_traced_happy_path_merges_processes(native_lib: Path, tmp_path: Path) ->
         """
         import json, os, struct
         def trace(pid, corr, start):
-            # as libaccordo writes it (FORMAT.md): the launch records, then the kernel table
-            out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(pid))
+            # as the profiler writes it (FORMAT.md): the launch records, then the kernel table
+            out = setting("output").replace("%p", str(pid))
             with open(out + ".launches", "wb") as f:
                 shape = (1, 1, 1, 32, 1, 1, 0, 8, 0, 7)
                 f.write(struct.pack("<IIQQ3i3iiIII", 0, corr, start, start + 100, *shape))
@@ -169,11 +186,45 @@ def test_capture_without_cuda_is_profile_error(native_lib: Path, tmp_path: Path)
 
 
 def test_capture_passes_settings(native_lib: Path, tmp_path: Path) -> None:
-    cmd = ["sh", "-c", 'echo "$ACCORDO_MODE|$ACCORDO_KERNEL|$ACCORDO_MAX_BYTES|$ACCORDO_OUTPUT" >&2; exit 1']
+    cmd = ["sh", "-c", 'cat "$INTELLIPERF_PROFILER_SETTINGS" >&2; exit 1']
     run = run_capture(
-        cmd, kernel_regex="scale$", cwd=tmp_path, timeout_s=10, max_bytes=4096, library=native_lib
+        cmd, kernel_regex="a=b$", cwd=tmp_path, timeout_s=10, max_bytes=4096, library=native_lib,
+        settings={"dedup": "0"},
+    )  # fmt: skip
+    lines = run.stderr.splitlines()
+    assert lines[:2] == ["mode=capture", f"output={lines[1].removeprefix('output=')}"]
+    assert lines[1].endswith("/capture-%p.bin")
+    assert lines[2:] == ["kernel=a=b$", "dedup=0", "max_bytes=4096"]
+
+
+def test_a_setting_with_a_line_break_is_refused_before_the_run(native_lib: Path, tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="the profiler setting 'kernel' holds a line break"):
+        run_capture(["true"], kernel_regex="a\nmode=time", cwd=tmp_path, timeout_s=10, library=native_lib)
+
+
+def test_a_program_sees_the_same_environment_captured_as_timed(native_lib: Path, tmp_path: Path) -> None:
+    """The mode is in the settings file, not in a variable: a program cannot tell a capture from a timed run
+    by its environment (the judge checks what it does anyway: accordo/timed_launches.py)."""
+    cmd = script(
+        tmp_path,
+        """
+        import json, os
+        seen = len(os.listdir("."))
+        with open(f"env-{seen}.json", "w") as f:
+            json.dump(dict(os.environ), f)
+        """,
     )
-    assert "capture|scale$|4096|" in run.stderr and run.stderr.strip().endswith("capture-%p.bin")
+    with pytest.raises(ProfileError):
+        run_capture(cmd, kernel_regex="k", cwd=tmp_path, timeout_s=30, library=native_lib)
+    with pytest.raises(ProfileError):
+        run_timed(cmd, kernel_regex="k", cwd=tmp_path, timeout_s=30, library=native_lib, quiesce=True)
+    dumps = sorted(tmp_path.glob("env-*.json"))
+    captured, timed = (json.loads(p.read_text()) for p in dumps)
+    for env in (captured, timed):
+        settings = Path(env.pop(SETTINGS_VARIABLE))
+        assert settings.name == "settings" and settings.parent.name.startswith("intelliperf-run-")
+    assert captured == timed
+    assert not [k for k in captured if "ACCORDO" in k or "MODE" in k.upper()]
 
 
 def _fake_capture_app(tmp_path: Path, blob_expr: str, exit_code: int = 0) -> list[str]:
@@ -182,7 +233,7 @@ def _fake_capture_app(tmp_path: Path, blob_expr: str, exit_code: int = 0) -> lis
         f"""
         import os
         import accordo_capture_writer as w
-        out = os.environ["ACCORDO_OUTPUT"].replace("%p", str(os.getpid()))
+        out = setting("output").replace("%p", str(os.getpid()))
         open(out, "wb").write({blob_expr})
         sys.exit({exit_code})
         """,

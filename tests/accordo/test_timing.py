@@ -1,5 +1,5 @@
-"""libaccordo's time mode from Python: reading the time files recorded on an H100 (reduction_bank and its
-fix, 5 launches each, tests/fixtures/gpu/time), leaving warm-up launches out, and refusing bad input."""
+"""The native profiler's time mode from Python: reading the time files recorded on an H100 (reduction_bank and
+its fix, 5 launches each, tests/fixtures/gpu/time), leaving warm-up launches out, and refusing bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accordo.speedup import KernelTimes, measure_speedup, speedup_from_times, warm_durations
-from accordo.timing import read_timing
+from accordo.timing import LaunchRequest, read_timing
 from accordo.validate import ValidationOptions
 from intelliperf.errors import ProfileError
 
@@ -90,6 +90,17 @@ def write(path: Path, lines: list[object], header: object | None = None) -> Path
 
 
 GOOD = {"name": BLOCK_REDUCE, "demangled": "block_reduce(float const*, float*, int)", "index": 0, "ns": 1.5e3}
+REQUEST = {"grid": [17, 1, 1], "block": [256, 1, 1], "shared": 0, "args": ["00a0", None, "0d100000"]}
+
+
+def test_a_launchs_request_is_read_and_an_older_line_has_none(tmp_path: Path) -> None:
+    older, newer = read_timing(write(tmp_path / "t.jsonl", [GOOD, {**GOOD, **REQUEST, "index": 1}]))
+    assert older.request is None
+    assert newer.request == LaunchRequest(
+        (17, 1, 1), (256, 1, 1), 0, (b"\x00\xa0", None, b"\x0d\x10\x00\x00")
+    )
+    unknown = read_timing(write(tmp_path / "u.jsonl", [{**GOOD, **REQUEST, "args": None}]))
+    assert unknown[0].request is not None and unknown[0].request.args is None
 
 
 @pytest.mark.parametrize(
@@ -103,11 +114,18 @@ GOOD = {"name": BLOCK_REDUCE, "demangled": "block_reduce(float const*, float*, i
         ([{**GOOD, "index": True}], None, "'index' is missing"),
         ([{**GOOD, "name": None}], None, "'name' or 'demangled' is missing"),
         ([[1, 2]], None, "expected a JSON object"),
-        ([GOOD], {"accordo": "trace", "version": 1}, "is not an Accordo time file"),
+        ([GOOD], {"accordo": "trace", "version": 1}, "is not a profiler time file"),
         ([GOOD], {"accordo": "time", "version": 1}, "the header has no integer 'pid'"),
-        ([{"error": "ACCORDO_KERNEL='(' is not a valid regex"}], None,
-         r"libaccordo could not time the run: ACCORDO_KERNEL='\('"),
+        ([{"error": "kernel='(' is not a valid regex"}], None,
+         r"the profiler could not time the run: kernel='\('"),
         ([GOOD], {"accordo": "time", "version": 2}, "of version 2; this reader knows 1"),
+        ([{**GOOD, **REQUEST, "grid": [1, 1]}], None, "'grid' is not three non-negative integers"),
+        ([{**GOOD, **REQUEST, "block": [1, -1, 1]}], None, "'block' is not three non-negative integers"),
+        ([{**GOOD, **REQUEST, "shared": True}], None, "'shared' is not a non-negative integer"),
+        ([{**GOOD, **REQUEST, "args": "00ff"}], None, "'args' is not a list or null"),
+        ([{**GOOD, **REQUEST, "args": ["0g"]}], None, "'args' holds something other than hex strings"),
+        ([{**GOOD, **REQUEST, "args": [7]}], None, "'args' holds something other than hex strings"),
+        ([{**GOOD, "grid": [1, 1, 1], "block": [1, 1, 1], "shared": 0}], None, "'args' is missing"),
     ],
 )  # fmt: skip
 def test_bad_time_files_are_refused(

@@ -1,4 +1,4 @@
-"""libaccordo.so builds here (no GPU needed) and does not depend on libcuda at link time."""
+"""libintelliperf_profiler.so builds here (no GPU needed) and does not depend on libcuda at link time."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from intelliperf.errors import NativeBuildError, ToolMissingError
 from profiler import build
+from profiler.build import CACHE_VARIABLE, LIBRARY_NAME
 
 
 def _run(*cmd: str) -> str:
@@ -40,7 +41,7 @@ def test_no_link_time_libcuda(native_lib: Path) -> None:
 def test_cached_build_is_reused(
     native_lib: Path, native_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(native_cache))
+    monkeypatch.setenv(CACHE_VARIABLE, str(native_cache))
     mtime = native_lib.stat().st_mtime_ns
     again = build.native_library()
     assert again == native_lib
@@ -52,14 +53,14 @@ def test_cached_build_is_reused(
 
 def test_missing_cuda_is_tool_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
     with pytest.raises(ToolMissingError, match=r"cupti\.h"):
         build.native_library()
 
 
 def test_missing_compiler_is_tool_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
     with pytest.raises(ToolMissingError, match="no-such-compiler-xyz"):
         build.native_library()
 
@@ -71,8 +72,8 @@ def test_compile_error_is_native_build_error(tmp_path: Path, monkeypatch: pytest
     shutil.copytree(build.SOURCE_DIR, broken, ignore=shutil.ignore_patterns("*.cpp"))
     (broken / "broken.cpp").write_text("int f() { return not_declared_anywhere; }\n")
     monkeypatch.setattr(build, "SOURCE_DIR", broken)
-    monkeypatch.setenv("ACCORDO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
     with pytest.raises(NativeBuildError) as info:
         build.native_library()
     assert "not_declared_anywhere" in str(info.value)
-    assert not list((tmp_path / "cache").rglob("libaccordo.so"))
+    assert not list((tmp_path / "cache").rglob(LIBRARY_NAME))

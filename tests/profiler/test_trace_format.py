@@ -75,8 +75,8 @@ def test_zero_launches(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"", "empty"),
-        (b"\x00\xff garbage \x13\n", "not an Accordo trace"),
-        (b'{"accordo":"capture","version":1}\n', "not an Accordo trace"),
+        (b"\x00\xff garbage \x13\n", "not a profiler trace"),
+        (b'{"accordo":"capture","version":1}\n', "not a profiler trace"),
         (b'{"accordo":"trace","version":2,"pid":1}\n', "version 2"),
         (b'{"accordo":"trace","version":1,"pid":1}\n{"corr":1,"na', "truncated"),
         (b'{"accordo":"trace","version":1,"pid":1}\n{"corr":1}\n', "'name'"),
@@ -155,7 +155,8 @@ def native_trace(
     header: dict[str, object] = NATIVE_HEADER,
     codes: object = None,
 ) -> Path:
-    """A kernel table of ``kernels`` and records (kernel id, corr, start, end), as libaccordo writes them."""
+    """A kernel table of ``kernels`` and records (kernel id, corr, start, end), as the native profiler writes
+    them."""
     lines = [json.dumps(header)]
     lines += [json.dumps({"kernel": i, "name": n, "demangled": n + "()"}) for i, n in enumerate(kernels)]
     closing: dict[str, object] = {"launches": len(launches) if count is None else count}

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 SCOPES = {
-    # one build of libaccordo.so (the session's native_lib) serves these files when one worker runs them all
+    # one build of the native profiler (the session's native_lib) serves these files when one worker runs them
     "tests/accordo/test_native_cpu.py": "native_lib",
     "tests/accordo/test_run_errors.py": "native_lib",
     "tests/profiler/test_build.py": "native_lib",

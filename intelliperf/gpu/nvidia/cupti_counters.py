@@ -1,5 +1,5 @@
-"""The NVIDIA counter pass: libaccordo's counters mode (CUPTI's range profiler and SASS metrics) run inside
-the application, one run in most cases.
+"""The NVIDIA counter pass: the native profiler's counters mode (CUPTI's range profiler and SASS metrics) run
+inside the application, one run in most cases.
 
 For each top kernel: its kernel-level metrics on its first launch (every replay pass CUPTI needs is run on
 that launch, memory restored between passes, as Nsight Compute's kernel replay does), and its
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from intelliperf.contract import RankedKernel
 from intelliperf.errors import ProfileError
-from profiler.trace import accordo_messages, int_field, jsonl_text_records, run_jsonl_mode, triple_field
+from profiler.trace import int_field, jsonl_text_records, profiler_messages, run_jsonl_mode, triple_field
 
 __all__ = [
     "COUNTERS_VERSION",
@@ -228,15 +228,15 @@ def run_counters(
         env=None,
         timeout_s=timeout_s,
         library=None,
-        ACCORDO_KERNELS=",".join(kernels),
-        ACCORDO_METRICS=",".join(metrics),
-        ACCORDO_SASS_METRICS=",".join(sass_metrics),
-        ACCORDO_METRICS_LAUNCH=str(metrics_launch),
-        ACCORDO_SASS_LAUNCH=str(sass_launch),
-        ACCORDO_CUBIN_DIR=str(cubin_dir),
+        kernels=",".join(kernels),
+        metrics=",".join(metrics),
+        sass_metrics=",".join(sass_metrics),
+        metrics_launch=str(metrics_launch),
+        sass_launch=str(sass_launch),
+        cubin_dir=str(cubin_dir),
     )
     if not run.completed:
-        notes = accordo_messages(run.app.stderr)
+        notes = profiler_messages(run.app.stderr)
         why = "a process ended without its exit handlers" if run.partial else "CUDA never loaded the library"
         raise ProfileError(f"the counter pass wrote no counters: {why}", log_tail=notes or None)
     return run.records

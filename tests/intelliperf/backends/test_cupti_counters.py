@@ -1,5 +1,6 @@
-"""The CUPTI counter pass's records: reading libaccordo's counters files, and turning them with a cubin's
-listing into the profiles the formulas read, the same as Nsight Compute's pages of the same binary give.
+"""The CUPTI counter pass's records: reading the native profiler's counters files, and turning them with a
+cubin's listing into the profiles the formulas read, the same as Nsight Compute's pages of the same binary
+give.
 
 The records here are written in the test, in the format profiler/native/FORMAT.md gives, to exercise the
 reader's rules; the profile equivalence builds its records from ncu's pages of a real binary
@@ -101,7 +102,7 @@ def test_the_second_run_adds_the_instructions_of_kernels_launched_once() -> None
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ('{"accordo":"trace","version":1,"pid":1}\n', "not an Accordo counters file"),
+        ('{"accordo":"trace","version":1,"pid":1}\n', "not a profiler counters file"),
         ('{"accordo":"counters","version":9,"pid":1}\n', "of version 9"),
         (text({"end": True})[:-1], "truncated"),
         (text({"kernel": KERNEL, "launch": 2, "cubin": 1, "pc": [0, 16], "counts": {"m": [1]}}),
@@ -158,7 +159,8 @@ H200 = {
     "max_blocks_per_sm": 32,
     "warp_size": 32,
 }
-"""The device facts libaccordo reads from the driver, as the H200 the pages were recorded on has them."""
+"""The device facts the native profiler reads from the driver, as the H200 the pages were recorded on has
+them."""
 
 
 def as_counter_records(case: Path) -> tuple[CounterRecords, list[RankedKernel]]:

@@ -96,7 +96,7 @@ def test_captures_run_without_pytorchs_caching_allocator(tmp_path: Path) -> None
     )
     with pytest.raises(ProfileError):
         run_capture([sys.executable, "-c", program], kernel_regex="k", cwd=tmp_path, timeout_s=30,
-                    library=tmp_path / "libaccordo.so")  # fmt: skip
+                    library=tmp_path / "libintelliperf_profiler.so")  # fmt: skip
     assert seen.read_text() == "1"
 
 
