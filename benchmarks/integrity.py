@@ -12,8 +12,8 @@ case once a round, until ``--repeats`` rounds or ``--budget-s`` run out, so that
 number of judgements. The judgements of a round run ``--jobs`` at a time (each is a handful of application
 runs of its own; the one timed cheat is caught by what its timed launches asked for, which other processes
 on the GPU do not change). ``--resume`` carries on from earlier runs' results on the same device, so that 20
-rounds can span several sessions of the GPU machine, or several GPUs of one host: one ``--no-pairs`` run per GPU
-(``CUDA_VISIBLE_DEVICES``), then a run that resumes from all of them adds them up (``seconds`` is then
+rounds can span several sessions of the GPU machine, or several GPUs of one host: one ``--no-pairs`` run per
+GPU (``CUDA_VISIBLE_DEVICES``), then a run that resumes from all of them adds them up (``seconds`` is then
 the sum of the runs' seconds, not the wall time). A run with no round to run (``--budget-s 0``, or as many
 rounds resumed as ``--repeats``) only adds up, anywhere, with no GPU.
 
