@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from profiler.build import CACHE_VARIABLE
 from service.settings import ServiceSettings
 from worker.settings import WorkerSettings
 
@@ -83,6 +84,7 @@ def test_the_environment_names_are_settings_the_service_reads(compose: dict[str,
     # and the few the workers read straight from the environment (os.environ.get("INTELLIPERF_..."))
     for source in [*(ROOT / "worker").glob("*.py"), *(ROOT / "service").glob("*.py")]:
         known |= set(re.findall(r"environ\.get\(\"(INTELLIPERF_\w+)\"", source.read_text()))
+    known.add(CACHE_VARIABLE)  # where the native profiler's built library is kept (profiler/build.py)
     services = compose["services"]
     for name in ("service", "worker"):
         env = services[name]["environment"]
