@@ -10,7 +10,7 @@ re-measured), LLM time excluded; the target is at most 3x (build time + plain ru
 counter pass.
 
     python -m benchmarks.loop [--out benchmarks/results/loop.json] [--reports benchmarks/results/loop]
-                              [--record tests/fixtures/loop] [--only NAME]
+                              [--record tests/fixtures/loop] [--only NAME] [--rows-from earlier.json ...]
 
 Each row also carries what the judge reported on the attempt: the in-application and the isolated
 (replayed, L2 flushed and warm) speedups, the checks it ran with their outcomes, and whether a reproducer was
@@ -253,6 +253,18 @@ def run_all(reports: Path, record: Path | None, only: str | None) -> tuple[list[
     return rows, feedback
 
 
+def merged_rows(earlier: list[dict], rows: list[dict], device: str) -> list[dict]:
+    """This run's rows and the rows of earlier outputs of this script (one device call is limited) for
+    the examples this run did not run, in manifest order. Every earlier output must come from ``device``:
+    one table compares one GPU's numbers."""
+    others = sorted({output["device"] for output in earlier} - {device})
+    if others:
+        raise ValueError(f"the earlier rows come from {', '.join(others)}, this run from {device}")
+    by_name = {row["name"]: row for output in earlier for row in output["examples"]}
+    by_name |= {row["name"]: row for row in rows}
+    return [by_name[e["name"]] for e in MANIFEST if e["name"] in by_name]
+
+
 def resummarize(previous: Path, reports: Path) -> tuple[list[dict], dict]:
     old = json.loads(previous.read_text())
     by_name = {row["name"]: row for row in old["examples"]}
@@ -283,6 +295,14 @@ def main() -> int:
     parser.add_argument("--record", type=Path, default=None, help="record the feedback scenario here")
     parser.add_argument("--only", default=None, help="comma-separated example names")
     parser.add_argument(
+        "--rows-from",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="earlier outputs of this script on the same device whose rows join this run's; an example "
+        "run again here replaces its earlier row",
+    )
+    parser.add_argument(
         "--resummarize",
         action="store_true",
         help="no GPU: rebuild --out from the reports under --reports and the plain times in --out",
@@ -291,7 +311,15 @@ def main() -> int:
     if args.resummarize:
         rows, feedback = resummarize(args.out, args.reports)
     else:
+        earlier = [json.loads(path.read_text()) for path in args.rows_from]
         rows, feedback = run_all(args.reports, args.record, args.only)
+        try:
+            rows = merged_rows(earlier, rows, device_name())
+        except ValueError as error:
+            parser.error(str(error))
+        for output in earlier:
+            if "feedback_statuses" in output and "feedback_statuses" not in feedback:
+                feedback["feedback_statuses"] = output["feedback_statuses"]
     optimized = [r for r in rows if r["expected"] == "success"]
     timed = [r for r in rows if r["attempt_s"] is not None]
     result = {

@@ -18,6 +18,9 @@ be trusted?
 
     python -m benchmarks.validate --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
         [--only cases|examples|speedup|stability] [--pairs NAME ...]
+
+A run of some sections keeps the others' results from --out; ``devices`` says which GPU measured each
+section, and the table says when they differ.
 """
 
 from __future__ import annotations
@@ -58,6 +61,16 @@ TIMING_PAIRS = [
      "app": "bin/iterate", "fixed_app": "bin/iterate_fixed", "args": [launches]}
     for name, launches in (("first_launch_single", "1"), ("first_launch_x5", "5"))
 ]  # fmt: skip
+
+
+SECTIONS = ("cases", "examples", "speedup", "stability")
+
+
+def section_devices(previous: dict, measured: set[str], device: str) -> dict[str, str | None]:
+    """The GPU that measured each section: this run's for the sections it measured, the earlier output's
+    for the others (``device`` of an output written before sections were recorded apart)."""
+    earlier = previous.get("devices") or {section: previous.get("device") for section in SECTIONS}
+    return {section: device if section in measured else earlier.get(section) for section in SECTIONS}
 
 
 def _folder(example: dict) -> Path:
@@ -229,14 +242,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "validate.json")
     parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
     parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
-    parser.add_argument("--only", choices=["cases", "examples", "speedup", "stability"], action="append")
+    parser.add_argument("--only", choices=SECTIONS, action="append")
     parser.add_argument("--pairs", nargs="+", help="measure only these speedup pairs (keep the others' rows)")
     parser.add_argument("--stability-repeats", type=int, default=20, help="verdicts per float-sum case")
     parser.add_argument(
         "--cupti", action=argparse.BooleanOptionalAction, default=True, help="also time with the CUPTI timer"
     )
     args = parser.parse_args()
-    parts = set(args.only or ["cases", "examples", "speedup", "stability"])
+    parts = set(args.only or SECTIONS)
     if shutil.which("nvidia-smi") is None:
         print("this benchmark needs an NVIDIA GPU", file=sys.stderr)
         return 3
@@ -260,8 +273,10 @@ def main() -> int:
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
+    devices = section_devices(previous, parts, device_name())
     result = {
         "device": device_name(),
+        "devices": devices,
         "cases": [
             {k: r[k] for k in ("pair", "expected", "expected_reason", "verdict", "reason", "detail", "right")}
             for r in all_cases
@@ -323,6 +338,8 @@ def main() -> int:
         f"(target <= 0.02), speedup cv {result['speedup_cv']} (target <= 0.01), verdict stability "
         f"{result['verdict_stability']} (target 1.0)"
     )
+    if len(set(devices.values())) > 1:
+        print("sections measured on different GPUs: " + ", ".join(f"{k} {v}" for k, v in devices.items()))
     return 0
 
 

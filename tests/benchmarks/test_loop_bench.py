@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from accordo.reproducer import REPRODUCER_FILES
-from benchmarks.loop import checks_text, drop_reproducer, judge_fields, open_pull
+from benchmarks.loop import checks_text, drop_reproducer, judge_fields, merged_rows, open_pull
 from intelliperf.contract import Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +64,21 @@ def test_the_reproducer_leaves_the_reports_folder_and_the_row_keeps_its_size(tmp
     assert drop_reproducer(folder) == {"reproducer_bytes": 1000 + len("intelliperf replay .\n")}
     assert not folder.exists() and tmp_path.exists()
     assert drop_reproducer(folder) == {"reproducer_bytes": None}
+
+
+def output(device: str, *names: str) -> dict:
+    return {"device": device, "examples": [{"name": name, "device_run": device} for name in names]}
+
+
+def test_earlier_rows_join_in_manifest_order_and_a_rerun_replaces_its_row() -> None:
+    earlier = [output("NVIDIA H200", "strided_copy", "transpose_bank"), output("NVIDIA H200", "aos_field")]
+    now = [{"name": "transpose_bank", "device_run": "now"}]
+    rows = merged_rows(earlier, now, "NVIDIA H200")
+    assert [row["name"] for row in rows] == ["transpose_bank", "strided_copy", "aos_field"]
+    assert rows[0]["device_run"] == "now"
+
+
+def test_rows_from_another_device_are_refused() -> None:
+    earlier = [output("NVIDIA H200", "aos_field"), output("NVIDIA H100 80GB HBM3", "strided_copy")]
+    with pytest.raises(ValueError, match="H100 80GB HBM3, this run from NVIDIA H200"):
+        merged_rows(earlier, [], "NVIDIA H200")
