@@ -401,15 +401,21 @@ def test_the_kernels_alone_are_in_the_speedup_table_and_the_checks_have_titles()
     report = Report.model_validate(json.loads((recorded / "report.json").read_text()))
     assert report.best is not None
     best = next(a for a in report.attempts if a.index == report.best.attempt)
-    assert best.validation is not None and "Kernel alone" not in render_summary(report)
+    assert best.validation is not None and best.validation.isolated_speedup is not None
+    assert "| Kernel alone, L2 flushed (replayed launch) |" in render_summary(report)
+
+    def with_validation(**update: object) -> str:
+        validation = best.validation.model_copy(update=update)  # type: ignore[union-attr]
+        attempts = [
+            a.model_copy(update={"validation": validation}) if a is best else a for a in report.attempts
+        ]
+        return render_summary(report.model_copy(update={"attempts": attempts}))
+
+    assert "Kernel alone" not in with_validation(isolated_speedup=None, isolated_speedup_warm=None)
     alone = report.best.speedup.model_copy(update={"median": 3.58, "low": 3.5, "high": 3.66})
     names = JudgeCheck.model_fields["name"].annotation.__args__  # type: ignore[union-attr]
     checks = [JudgeCheck(name=name, outcome="passed") for name in names]
-    validation = best.validation.model_copy(
-        update={"isolated_speedup": alone, "isolated_speedup_warm": alone, "checks": checks}
-    )
-    attempts = [a.model_copy(update={"validation": validation}) if a is best else a for a in report.attempts]
-    summary = render_summary(report.model_copy(update={"attempts": attempts}))
+    summary = with_validation(isolated_speedup=alone, isolated_speedup_warm=alone, checks=checks)
     assert "| Kernel alone, L2 flushed (replayed launch) | 3.58x (3.50x to 3.66x) |" in summary
     assert "| Kernel alone, L2 warm (replayed launch) | 3.58x (3.50x to 3.66x) |" in summary
     assert set(CHECK_TITLES) == set(names)
