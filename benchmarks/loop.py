@@ -253,13 +253,17 @@ def run_all(reports: Path, record: Path | None, only: str | None) -> tuple[list[
     return rows, feedback
 
 
-def merged_rows(earlier: list[dict], rows: list[dict], device: str) -> list[dict]:
-    """This run's rows and the rows of earlier outputs of this script (one device call is limited) for
-    the examples this run did not run, in manifest order. Every earlier output must come from ``device``:
-    one table compares one GPU's numbers."""
+def refuse_other_devices(earlier: list[dict], device: str) -> None:
+    """Raises ValueError unless every earlier output comes from ``device``: one table compares one GPU's
+    numbers. Checked before the run, so a wrong file costs no GPU time."""
     others = sorted({output["device"] for output in earlier} - {device})
     if others:
         raise ValueError(f"the earlier rows come from {', '.join(others)}, this run from {device}")
+
+
+def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
+    """This run's rows and the rows of earlier outputs of this script (one device call is limited) for
+    the examples this run did not run, in manifest order."""
     by_name = {row["name"]: row for output in earlier for row in output["examples"]}
     by_name |= {row["name"]: row for row in rows}
     return [by_name[e["name"]] for e in MANIFEST if e["name"] in by_name]
@@ -312,11 +316,12 @@ def main() -> int:
         rows, feedback = resummarize(args.out, args.reports)
     else:
         earlier = [json.loads(path.read_text()) for path in args.rows_from]
-        rows, feedback = run_all(args.reports, args.record, args.only)
         try:
-            rows = merged_rows(earlier, rows, device_name())
+            refuse_other_devices(earlier, device_name())
         except ValueError as error:
             parser.error(str(error))
+        rows, feedback = run_all(args.reports, args.record, args.only)
+        rows = merged_rows(earlier, rows)
         for output in earlier:
             if "feedback_statuses" in output and "feedback_statuses" not in feedback:
                 feedback["feedback_statuses"] = output["feedback_statuses"]

@@ -273,9 +273,10 @@ def main() -> int:
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
-    devices = section_devices(previous, parts, device_name())
+    device = device_name()
+    devices = section_devices(previous, parts, device)
     result = {
-        "device": device_name(),
+        "device": device,
         "devices": devices,
         "cases": [
             {k: r[k] for k in ("pair", "expected", "expected_reason", "verdict", "reason", "detail", "right")}

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from accordo.reproducer import REPRODUCER_FILES
-from benchmarks.loop import checks_text, drop_reproducer, judge_fields, merged_rows, open_pull
+from benchmarks.loop import (
+    checks_text,
+    drop_reproducer,
+    judge_fields,
+    merged_rows,
+    open_pull,
+    refuse_other_devices,
+)
 from intelliperf.contract import Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +80,8 @@ def output(device: str, *names: str) -> dict:
 def test_earlier_rows_join_in_manifest_order_and_a_rerun_replaces_its_row() -> None:
     earlier = [output("NVIDIA H200", "strided_copy", "transpose_bank"), output("NVIDIA H200", "aos_field")]
     now = [{"name": "transpose_bank", "device_run": "now"}]
-    rows = merged_rows(earlier, now, "NVIDIA H200")
+    refuse_other_devices(earlier, "NVIDIA H200")
+    rows = merged_rows(earlier, now)
     assert [row["name"] for row in rows] == ["transpose_bank", "strided_copy", "aos_field"]
     assert rows[0]["device_run"] == "now"
 
@@ -81,4 +89,4 @@ def test_earlier_rows_join_in_manifest_order_and_a_rerun_replaces_its_row() -> N
 def test_rows_from_another_device_are_refused() -> None:
     earlier = [output("NVIDIA H200", "aos_field"), output("NVIDIA H100 80GB HBM3", "strided_copy")]
     with pytest.raises(ValueError, match="H100 80GB HBM3, this run from NVIDIA H200"):
-        merged_rows(earlier, [], "NVIDIA H200")
+        refuse_other_devices(earlier, "NVIDIA H200")
