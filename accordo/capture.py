@@ -24,6 +24,7 @@ from intelliperf.errors import KernelNotFoundError, ProfileError, tail
 from profiler.trace import AppRun, injection_env, profiler_messages, run_app
 
 __all__ = [
+    "JUDGED_RUN_VARS",
     "Buffer",
     "Capture",
     "CaptureError",
@@ -33,6 +34,7 @@ __all__ = [
     "Module",
     "Param",
     "equal_bytes",
+    "judged_env",
     "read_capture",
     "run_capture",
     "write_restore",
@@ -547,6 +549,18 @@ def _pick(captures: Sequence[Capture]) -> Capture | None:
     return captures[0] if captures else None
 
 
+JUDGED_RUN_VARS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+"""What every judged run, captured or timed (accordo.timing.run_timed), adds to the program's environment:
+one environment, so the program cannot tell a timed run from a captured one. PyTorch's caching allocator
+packs tensors into shared blocks; with it off every tensor is its own allocation, so a snapshot holds one
+tensor and a candidate's extra tensors shift no one's offset."""
+
+
+def judged_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """``env`` with JUDGED_RUN_VARS set (they win over the caller's)."""
+    return {**(env or {}), **JUDGED_RUN_VARS}
+
+
 def run_capture(
     cmd: Sequence[str],
     *,
@@ -584,9 +598,7 @@ def run_capture(
         from profiler.build import native_library
 
         library = native_library()
-    # PyTorch's caching allocator packs tensors into shared blocks; with it off every tensor is its own
-    # allocation, so a snapshot holds one tensor and a candidate's extra tensors shift no one's offset.
-    run_vars = {**(env or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    run_vars = judged_env(env)
     extra = {"kernel": kernel_regex, **(settings or {})}
     if max_bytes is not None:
         extra["max_bytes"] = str(int(max_bytes))

@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from accordo.capture import judged_env
 from intelliperf.errors import ProfileError
 from profiler.trace import NO_EXIT_HANDLERS, jsonl_records, profiler_messages, run_jsonl_mode
 
@@ -145,10 +146,8 @@ def run_timed(
     """
     if not kernel_regex:
         raise ValueError("kernel_regex must not be empty")
-    # the environment a capture run has (accordo.capture.run_capture): the program cannot tell the two apart
-    same_as_capture = {**(env or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     run = run_jsonl_mode(
-        cmd, "time", read_timing, cwd=cwd, env=same_as_capture, timeout_s=timeout_s, library=library,
+        cmd, "time", read_timing, cwd=cwd, env=judged_env(env), timeout_s=timeout_s, library=library,
         kernel=kernel_regex, quiesce="1" if quiesce else "0",
     )  # fmt: skip
     if not run.completed:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accordo.capture import run_capture
+from accordo.capture import JUDGED_RUN_VARS, run_capture
 from accordo.timing import run_timed
 from intelliperf.errors import AppError, KernelNotFoundError, ProfileError
 from profiler.trace import SETTINGS_VARIABLE, run_traced
@@ -223,7 +223,7 @@ def test_a_program_sees_the_same_environment_captured_as_timed(native_lib: Path,
     for env in (captured, timed):
         settings = Path(env.pop(SETTINGS_VARIABLE))
         assert settings.name == "settings" and settings.parent.name.startswith("intelliperf-run-")
-    assert captured == timed
+    assert captured == timed and JUDGED_RUN_VARS.items() <= captured.items()
     assert not [k for k in captured if "ACCORDO" in k or "MODE" in k.upper()]
 
 
