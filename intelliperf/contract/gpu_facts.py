@@ -11,21 +11,26 @@ __all__ = ["GpuFacts", "UnknownArchitectureError", "facts_for"]
 
 
 class UnknownArchitectureError(LookupError):
-    """No facts measured for this architecture or an older one of its vendor: a formula that needs them says
-    it could not decide rather than reason with another chip's numbers."""
+    """No facts written down for this architecture or an older one of its vendor: a formula that needs them
+    says it could not decide rather than reason with another chip's numbers."""
 
     def __init__(self, arch: str) -> None:
         self.arch = arch
-        measured = ", ".join(sorted(_FACTS))
+        known = ", ".join(sorted(_FACTS))
         super().__init__(
-            f"no GPU facts for {arch!r} (measured: {measured}); the formulas have not been calibrated on it"
+            f"no GPU facts for {arch!r} (known: {known}); the formulas have not been calibrated on it"
         )
 
 
 @dataclass(frozen=True)
 class GpuFacts:
+    """NVIDIA's terms, each with its AMD counterpart where it differs: SM (CU), warp (wavefront), block
+    (workgroup), shared memory (LDS), register sub-partition (SIMD). Registers are counted per thread
+    (lane), 32 bits each: an AMD VGPR of a 64-lane wavefront is 64 of them."""
+
     warp_size: int
     max_warps_per_sm: int
+    """Warp (wavefront) slots of one SM (CU), shared evenly by its register partitions (SIMDs)."""
     shared_memory_banks: int
     bank_width_bytes: int
     sector_bytes: int
@@ -36,16 +41,54 @@ class GpuFacts:
     max_blocks_per_sm: int | None
     """Resident blocks (workgroups) per SM (CU), whatever their size."""
     registers_per_sm: int | None
+    """The SM's (CU's) register file in 32-bit per-lane registers: 65536 on sm_90; 4 SIMDs x 512 VGPRs x
+    64 lanes on CDNA2/CDNA3."""
     register_allocation_unit: int | None
-    """Registers are given to a warp in units of this many (rounded up)."""
+    """Registers are given to a warp (wavefront) in units of this many (rounded up), lanes times
+    registers: 32 x 8 on sm_90, 64 x 8 VGPRs on CDNA2/CDNA3."""
     register_partitions: int | None
-    """The register file is split among this many sub-partitions; a warp lives in one."""
+    """The register file is split among this many sub-partitions (SIMDs); a warp (wavefront) lives in one."""
     min_registers_per_thread: int | None
     shared_bytes_per_sm: int | None
     """The most shared memory (LDS) one SM (CU) can give its resident blocks."""
     shared_bytes_reserved_per_block: int | None
     """Shared memory the system takes per resident block, beside what the kernel declares."""
 
+
+_CDNA = GpuFacts(
+    # AMD CDNA2 (gfx90a, MI200) and CDNA3 (gfx942, MI300): the same numbers for every fact below. These are
+    # AMD's and LLVM's documentation values, NOT measured here (no AMD hardware was available):
+    # - 64-wide wavefronts, 4 SIMDs per CU with 8 wave slots each, 32 per CU: rocprof-compute's
+    #   "Pipeline descriptions" (ROCm/rocprofiler-compute docs/conceptual/pipeline-descriptions.rst: "slots
+    #   for up to 8 wavefronts (for 32 total wavefront slots on each CU)", "On the CDNA2 MI2XX ... only 8
+    #   waveslots per-SIMD"); LLVM AMDGPUBaseInfo.cpp getMaxWavesPerEU (8 on gfx90a and later) and
+    #   getEUsPerCU (4).
+    # - LDS: 32 banks of 4 bytes (pipeline-descriptions.rst) and 64 KiB per CU (ROCm's "GPU hardware
+    #   specifications", https://rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html: LDS 64 KiB for
+    #   MI300X/MI300A/MI250X/MI210); no per-workgroup reservation is documented, so none is counted.
+    # - vL1D cache line 64 B (rocprof-compute docs/conceptual/vector-l1-cache.rst).
+    # - Registers: a 512 KiB VGPR file per CU (gpu-arch-specs: "VGPR File 512 KiB"), i.e. 512 VGPRs per lane
+    #   of each SIMD, shared by the architected VGPRs and the AGPRs (pipeline-descriptions.rst, "AGPRs";
+    #   LLVM AMDGPUUsage, kernel descriptor GRANULATED_WORKITEM_VGPR_COUNT for GFX90A/GFX942: 0..512,
+    #   align(arch_vgprs, 4) + acc_vgprs, in blocks of 8); allocated in granules of 8 VGPRs, at least one.
+    # - Workgroups per CU: barriers limit a CU to 16 workgroups of two or more waves (LLVM
+    #   getMaxWorkGroupsPerCU; a single-wave workgroup takes no barrier), which 32 wave slots never let
+    #   them reach, and rocprof-compute's SPI panel expects no other workgroup limit on CDNA2 and later
+    #   ("Reached CU Workgroup Limit ... always zero on CDNA2 or newer", shader-engine.rst): 32, one per slot.
+    warp_size=64,
+    max_warps_per_sm=32,
+    shared_memory_banks=32,
+    bank_width_bytes=4,
+    sector_bytes=64,
+    same_address_atomic_ns=None,
+    max_blocks_per_sm=32,
+    registers_per_sm=4 * 512 * 64,
+    register_allocation_unit=8 * 64,
+    register_partitions=4,
+    min_registers_per_thread=8,
+    shared_bytes_per_sm=64 * 1024,
+    shared_bytes_reserved_per_block=0,
+)
 
 _FACTS = {
     "sm_90": GpuFacts(
@@ -67,25 +110,8 @@ _FACTS = {
         shared_bytes_per_sm=228 * 1024,
         shared_bytes_reserved_per_block=1024,
     ),
-    # AMD CDNA3 (MI300): 64-wide wavefronts, up to 32 waves per CU (8 per SIMD, 4 SIMDs), 32 LDS banks of
-    # 4 bytes: AMD's CDNA3 ISA and MI300 documentation, not measured here (no AMD hardware was available).
-    "gfx942": GpuFacts(
-        warp_size=64,
-        max_warps_per_sm=32,
-        shared_memory_banks=32,
-        bank_width_bytes=4,
-        sector_bytes=64,
-        same_address_atomic_ns=None,
-        # The occupancy facts are not written down for CDNA3 here (no AMD hardware to check them against):
-        # the occupancy formula says it could not decide on AMD until they are.
-        max_blocks_per_sm=None,
-        registers_per_sm=None,
-        register_allocation_unit=None,
-        register_partitions=None,
-        min_registers_per_thread=None,
-        shared_bytes_per_sm=None,
-        shared_bytes_reserved_per_block=None,
-    ),
+    "gfx90a": _CDNA,
+    "gfx942": _CDNA,
 }
 
 

@@ -108,7 +108,7 @@ class AmdBackend(GpuBackend):
         quantities[Quantity.KERNEL_TIME_NS.value] = kernel.median_ns
         resources = self._resources.get(kernel.name)
         if resources is not None:
-            quantities.update(launch_quantities(resources))
+            quantities.update(launch_quantities(resources, device))
         return KernelProfile(
             name=kernel.name,
             demangled=kernel.demangled,

@@ -193,7 +193,8 @@ def test_the_counters_are_those_of_each_kernels_first_dispatch() -> None:
     assert counters[SCATTER]["TCC_EA0_ATOMIC"] == 16384.0
     assert counters[SCATTER]["TCP_TOTAL_ATOMIC_WITHOUT_RET"] == 64 * 16384.0  # a request per lane
     assert counters[SAXPY]["SQ_WAVE_CYCLES"] == 1048576.0 and counters[SAXPY]["TCC_HIT_sum"] == 0.0
-    assert len(counters[SAXPY]) == 24
+    assert counters[LDS]["MeanOccupancyPerCU"] == 24.0  # a derived counter: one row of its own name
+    assert len(counters[SAXPY]) == 25
 
 
 COUNTER_HEADER = (
