@@ -98,6 +98,13 @@ class ServiceSettings(QueueSettings):
         description="Kernel samples (each finished job's time per kernel, /v1/kernels) older than this are "
         "deleted",
     )
+    counter_store_max_bytes: int = Field(
+        default=256 * 2**20,
+        gt=0,
+        description="Counter entries kept per repository, in bytes (what each of its jobs downloads at most, "
+        "so an unchanged kernel skips the counter pass): a job that publishes beyond it drops the "
+        "repository's oldest entries first, and an entry larger than it is refused",
+    )
 
     @property
     def resolved_database_url(self) -> str:

@@ -13,9 +13,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from accordo.reproducer import REPRODUCER_FILES
 from benchmarks.loop_scenarios import fixed_source, known_fix
+from service.db.models import CounterEntry
+from service.db.session import Database
 from service.settings import ServiceSettings
 from tests.service.conftest import ROOT, WORKER_TOKEN, celery_worker, project_archive, serve
 from tests.support.fake_github import FakeGitHub
@@ -117,8 +120,8 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
 
 def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kept(tmp_path: Path) -> None:
     """Two pushes of unchanged code to the tracked base branch, through a real worker: the first pays the
-    counter pass and its counters are kept in the repository's folder; the second is diagnosed from them
-    without a counter pass, alike."""
+    counter pass and its counters are kept by the service, for the repository; the second is diagnosed
+    from them without a counter pass, alike."""
     settings = ServiceSettings(
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
@@ -136,16 +139,10 @@ def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kep
         "top_n": 1,
         "track": {"base_branch": "main"},
     }
-    store = tmp_path / "counters"
     reports, events = [], []
     with (
         serve(settings) as live,
-        celery_worker(
-            settings,
-            "gpu-worker",
-            tmp_path / "worker.log",
-            extra_env={"INTELLIPERF_COUNTER_STORE_DIR": str(store)},
-        ),
+        celery_worker(settings, "gpu-worker", tmp_path / "worker.log"),
         live.client(token="gpu-admin") as client,
     ):
         for _push in range(2):
@@ -170,5 +167,7 @@ def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kep
     assert (reused["kernel"], reused["code_hash"]) == (kernel["name"], kernel["code_hash"])
     assert reused["saved_s"] == pytest.approx(first["passes"]["counters_s"], abs=0.01)
     assert second["diagnoses"] == first["diagnoses"]
-    (folder,) = store.iterdir()  # one repository's folder, one entry
-    assert len(list(folder.glob("*.json"))) == 1
+    database = Database(settings.resolved_database_url)
+    with database.session() as session:  # one entry, the repository's
+        assert session.execute(select(CounterEntry.repository)).scalars().all() == ["acme/kernels"]
+    database.dispose()

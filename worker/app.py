@@ -28,7 +28,6 @@ from celery.signals import worker_ready, worker_shutdown
 
 from intelliperf.jobqueue import RUN_JOB, make_celery
 from worker.container import ContainerError, ContainerExecutor, executor_for
-from worker.counter_entries import default_root
 from worker.gpu import GpuInfo, detect_gpus, queues_for
 from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
@@ -79,9 +78,7 @@ def _runner() -> JobRunner:
             work_dir=settings.jobs_dir,
             time_limit_s=settings.job_time_limit_s,
             github_hosts=settings.github_hosts,
-            counter_root=(settings.counter_store_dir or default_root(settings.jobs_dir))
-            if settings.reuse_counters
-            else None,
+            reuse_counters=settings.reuse_counters,
         )
     runner: JobRunner = _runtime["runner"]
     return runner

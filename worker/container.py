@@ -225,8 +225,8 @@ class ContainerExecutor:
         counters: Path | None = None,
     ) -> dict[str, Any]:
         """Everything ``containers.create`` gets (the tests read the limits back from the engine).
-        ``job_env``: the job's own secrets (its LLM key); ``counters``: its repository's kept counters,
-        mounted read-only (the worker publishes what the job writes into ``out``)."""
+        ``job_env``: the job's own secrets (its LLM key); ``counters``: its repository's counter entries,
+        downloaded for it, mounted read-only (the worker publishes what the job writes into ``out``)."""
         mounts = {str(path): {"bind": str(path), "mode": "ro"} for path in self.volumes}
         if counters is not None:
             mounts[str(counters)] = {"bind": str(counters), "mode": "ro"}

@@ -1,51 +1,45 @@
-"""The worker's counters between jobs: a folder per repository, read by every job of that repository and
-written only by the worker, from what a job on its tracked base branch left in its output.
+"""The worker's side of counter reuse: a job's repository's entries come from the service before the job,
+and what a job that publishes measured goes back to it after, so reuse does not depend on which node runs
+the job, and a node keeps nothing between jobs.
 
-A job is untrusted code: it sees its repository's folder read-only (mounted so in its container) and writes
-its new entries into its own output folder. After the job, the worker checks each entry (a well-formed
-`StoredCounters` under the name its key gives, below the size limit) and moves it into the repository's
-folder, but only for a job on the base branch its spec tracks (`track.base_branch`): code that reached the
-branch, not a pull request's, decides what later pushes reuse. Jobs of other repositories never see the
-folder, and a job without a repository gets none.
+A job is untrusted code: it reads its own copy of the entries (``FOLDER`` in its scratch folder, mounted
+read-only in its container) and writes its new entries into its output (``OUTPUT``). After a job that
+publishes (``JobSpec.publishes_counters``: on the base branch its spec tracks, so a pull request's code
+never decides what later pushes reuse), the worker uploads each file there that is an entry's (a plain
+file under an entry's name, within the size limit); the service checks each one again before keeping it
+(service.counter_entries) and says why it refuses one, which refuses that one only. The service knows the
+job's repository: a job sees no other's entries, and a job without a repository gets none.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from intelliperf.contract import JobSpec
-from intelliperf.engine.counter_store import entry_bytes, read_entry
+from intelliperf.contract.counters import COUNTER_KEY, entry_bytes
+from worker.service_client import ContentRefused, ServiceClient
 
-__all__ = ["OUTPUT", "Published", "default_root", "publish", "publishes", "repository_folder"]
+__all__ = ["FOLDER", "OUTPUT", "Published", "download", "publish"]
 
 OUTPUT = "counters"
 """The folder of a job's output where its engine writes new entries."""
-_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+FOLDER = "counters"
+"""The folder of a job's scratch where the worker puts its repository's entries for the job to read."""
+_ENTRY = re.compile(COUNTER_KEY.removesuffix("$") + r"\.json$")
 
 
-def default_root(jobs_dir: Path | None) -> Path:
-    if jobs_dir is not None:
-        return jobs_dir / "counters"
-    return Path(tempfile.gettempdir()) / "intelliperf-counters"
-
-
-def repository_folder(root: Path, repository: str | None) -> Path | None:
-    """The folder of ``repository`` (owner/name) under ``root``: its name is a hash of the name in lower
-    case, so no name can reach outside ``root`` or another repository's folder."""
-    if not repository:
-        return None
-    return root / hashlib.sha256(repository.lower().encode()).hexdigest()[:32]
-
-
-def publishes(spec: JobSpec) -> bool:
-    """Whether the job's new counters are kept for later jobs: a job on the base branch it tracks."""
-    if spec.track is None or spec.repository is None:
-        return False
-    return spec.repository.ref.removeprefix("refs/heads/") == spec.track.base_branch
+def download(service: ServiceClient, job_id: str, run_id: str, folder: Path) -> int:
+    """Write the entries of the job's repository into ``folder`` (made if new); returns how many. An entry
+    dropped by the service since it was listed is left out."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for entry in service.counter_entries(job_id, run_id):
+        body = service.counter_entry(job_id, run_id, entry.key)
+        if body is not None:
+            (folder / f"{entry.key}.json").write_bytes(body)
+            written += 1
+    return written
 
 
 @dataclass(frozen=True)
@@ -54,34 +48,34 @@ class Published:
     refused: list[str]
 
 
-def publish(written: Path, folder: Path) -> Published:
-    """Move the well-formed entries of ``written`` (a job's output) into ``folder``; say why the others
-    were refused. Each entry is read once: the bytes checked are the bytes kept."""
+def publish(service: ServiceClient, job_id: str, run_id: str, written: Path) -> Published:
+    """Upload the entries of ``written`` (a job's output) to the service; say why the others were refused,
+    here or by the service. Each file is read once: the bytes checked are the bytes sent. A service that
+    cannot be reached raises ServiceError."""
     kept, refused = 0, []
     if not written.is_dir():
         return Published(0, [])
-    folder.mkdir(parents=True, exist_ok=True)
     for path in sorted(written.iterdir()):
-        checked = _checked(path)
-        if isinstance(checked, str):
-            refused.append(f"{path.name}: {checked}")
+        body = _readable(path)
+        if isinstance(body, str):
+            refused.append(f"{path.name}: {body}")
             continue
-        staged = folder / f".{path.name}.partial"
-        staged.write_bytes(checked)
-        staged.replace(folder / path.name)
+        try:
+            service.put_counter_entry(job_id, run_id, path.name.removesuffix(".json"), body)
+        except ContentRefused as refusal:
+            refused.append(f"{path.name}: {refusal.reason}")
+            continue
         kept += 1
     return Published(kept, refused)
 
 
-def _checked(path: Path) -> bytes | str:
-    """The entry's bytes, or why it is refused."""
+def _readable(path: Path) -> bytes | str:
+    """The bytes of an entry's file, or why the file is none."""
     if path.is_symlink() or not path.is_file():
         return "not a plain file"
     if not _ENTRY.fullmatch(path.name):
         return "not an entry's name"
     try:
-        data = entry_bytes(path)
-        read_entry(data, path.name.removesuffix(".json"))
+        return entry_bytes(path)
     except (OSError, ValueError) as error:
         return str(error).splitlines()[0] or type(error).__name__
-    return data

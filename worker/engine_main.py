@@ -38,7 +38,7 @@ class JsonLinesProgress:
 
 
 def run(spec: JobSpec, project: Path, out: Path, counters: Path | None = None) -> int:
-    """``counters``: the repository's kept counters (read-only); new ones go to ``out``'s counters/."""
+    """``counters``: the repository's counter entries (read-only); new ones go to ``out``'s counters/."""
     from intelliperf.engine.counter_store import CounterStore
     from intelliperf.engine.entry import run_spec
     from intelliperf.summary import render_summary
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--project", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--counters", type=Path, help="The repository's kept counters, read only")
+    parser.add_argument("--counters", type=Path, help="The repository's counter entries, read only")
     args = parser.parse_args(argv)
     try:
         spec = JobSpec.model_validate_json(args.spec.read_text())

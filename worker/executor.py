@@ -66,8 +66,8 @@ class Executor(Protocol):
     ) -> ExecutionResult:
         """``spec``: the job, as validated once when it was claimed. ``env``: the job's own secrets for the
         engine (its LLM key), never logged. ``scratch``: the job's scratch folder (``project`` and ``out``
-        are in it), removed if the worker dies while the job runs. ``counters``: the repository's kept
-        counters, for the engine to read (worker.counter_entries)."""
+        are in it), removed if the worker dies while the job runs. ``counters``: the repository's counter
+        entries, downloaded for this job, for the engine to read (worker.counter_entries)."""
         ...
 
 
@@ -111,9 +111,9 @@ class LocalExecutor:
     other secret of the worker's), its home and temporary folders (its own, in the job's scratch folder),
     its processes (a session of their own, all killed when the job ends, is stopped, or the worker dies,
     also those that daemonize), and its scratch folder (removed when the worker dies). What only a
-    container isolates: the file system (the repository's kept counters are read-only only there), the
-    network (the broker and the database on this host's loopback), and the worker's own processes, which
-    a job running as the same user may signal or, as root, read.
+    container isolates: the file system (the job's copy of its repository's counters is read-only only
+    there, a copy no other job reads), the network (the broker and the database on this host's loopback),
+    and the worker's own processes, which a job running as the same user may signal or, as root, read.
     """
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:

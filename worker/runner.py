@@ -19,8 +19,7 @@ from intelliperf.contract.worker import ClaimedJob, JobResult
 from intelliperf.errors import OUTCOME_BY_EXIT_CODE
 from intelliperf.project_archive import ArchiveError
 from intelliperf.repository_hosts import repository_url_refusal
-from worker.counter_entries import OUTPUT as COUNTERS_OUTPUT
-from worker.counter_entries import publish, publishes, repository_folder
+from worker import counter_entries
 from worker.executor import REPRODUCER, EngineEvent, ExecutionResult, Executor
 from worker.heartbeat import Heartbeat
 from worker.job_events import EventSender
@@ -87,7 +86,7 @@ class JobRunner:
         github_retries: int = 3,
         github_throttle: bool = True,
         github_hosts: Sequence[str] = ("github.com",),
-        counter_root: Path | None = None,
+        reuse_counters: bool = False,
     ) -> None:
         self.service = service
         self.executor = executor
@@ -103,8 +102,9 @@ class JobRunner:
         """PyGithub's pacing between requests; tests against a local server turn it and retries off."""
         self.github_hosts = list(github_hosts)
         """The hosts a job's repository may be cloned from (INTELLIPERF_GITHUB_HOSTS)."""
-        self.counter_root = counter_root
-        """Where each repository's counters are kept between jobs (worker.counter_entries); None: no reuse."""
+        self.reuse_counters = reuse_counters
+        """Whether a job of a repository gets its entries from the service and, where it publishes, sends
+        its new ones back (worker.counter_entries)."""
         self._events: EventSender | None = None
 
     def run(self, job_id: str, delivery: str) -> str:
@@ -153,7 +153,7 @@ class JobRunner:
                 self._finish(job.id, status="failed", outcome="bad_spec", error=error)
                 return "failed"
             out = scratch / "out"
-            counters = self._counters(job)
+            counters = self._counters(job, scratch / counter_entries.FOLDER)
             result = self.executor.run(
                 spec,
                 project,
@@ -166,8 +166,8 @@ class JobRunner:
                 counters=counters,
             )
             status, outcome, error = classify(result)
-            if status == "succeeded" and counters is not None and publishes(spec):
-                self._publish(out / COUNTERS_OUTPUT, counters)
+            if status == "succeeded" and counters is not None and spec.publishes_counters:
+                self._publish(job.id, out / counter_entries.OUTPUT)
             report, pr_url = result.report, None
             if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there
                 download, report = self._store_reproducer(job.id, out / REPRODUCER, scratch, report)
@@ -187,17 +187,30 @@ class JobRunner:
         )
         return status
 
-    def _counters(self, job: ClaimedJob) -> Path | None:
-        """The job's repository's counter folder (made if new), None without a repository or a root."""
-        if self.counter_root is None:
+    def _counters(self, job: ClaimedJob, folder: Path) -> Path | None:
+        """``folder`` with the entries of the job's repository, for the job to read; None without reuse or
+        a repository (the engine then neither reads nor saves counters). A download that fails leaves the
+        job to run without reuse, with a note."""
+        if not self.reuse_counters or not job.repository:
             return None
-        folder = repository_folder(self.counter_root, job.repository)
-        if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
+        try:
+            count = counter_entries.download(self.service, job.id, self.heartbeat.run_id, folder)
+        except (ServiceError, OSError) as exc:
+            log.warning("job %s: downloading its repository's counters failed: %s", job.id, exc)
+            self._event("log", f"counters of earlier jobs not downloaded, none reused: {exc}")
+            return folder
+        if count:
+            self._event("log", f"counter entries of {job.repository} to reuse: {count}")
         return folder
 
-    def _publish(self, written: Path, folder: Path) -> None:
-        published = publish(written, folder)
+    def _publish(self, job_id: str, written: Path) -> None:
+        """Upload the job's new counters; a failure costs later jobs their reuse, never this job."""
+        try:
+            published = counter_entries.publish(self.service, job_id, self.heartbeat.run_id, written)
+        except (ServiceError, OSError) as exc:
+            log.warning("job %s: uploading its counters failed: %s", job_id, exc)
+            self._event("log", f"counters not kept, uploading them failed: {exc}")
+            return
         for refused in published.refused:
             self._event("log", f"counters not kept: {refused}")
         if published.kept:

@@ -16,6 +16,9 @@ import httpx
 from intelliperf.contract.worker import (
     ClaimedJob,
     ClaimRequest,
+    CounterEntries,
+    CounterEntryInfo,
+    CounterEntryStored,
     EventIn,
     EventsIn,
     JobResult,
@@ -24,7 +27,7 @@ from intelliperf.contract.worker import (
 )
 from intelliperf.service_http import UNAVAILABLE, response_detail, retry_after_s
 
-__all__ = ["JobNotHeld", "NotDelivered", "ServiceClient", "ServiceError"]
+__all__ = ["ContentRefused", "JobNotHeld", "NotDelivered", "NotFound", "ServiceClient", "ServiceError"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,18 @@ class JobNotHeld(ServiceError):
 
 class NotDelivered(ServiceError):
     """403 to a claim: the delivery it names is not one of the job's (a forged or foreign message)."""
+
+
+class NotFound(ServiceError):
+    """404: no such job, or no such thing of the job's."""
+
+
+class ContentRefused(ServiceError):
+    """400, 413 or 422: what the request carried was refused; ``reason``: the service's words."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ServiceClient:
@@ -127,6 +142,30 @@ class ServiceClient:
         )  # fmt: skip
         return ReproducerStored.model_validate_json(response.content)
 
+    def counter_entries(self, job_id: str, run_id: str) -> list[CounterEntryInfo]:
+        """The counter entries of the job's repository, newest first."""
+        what = f"listing the counter entries of job {job_id}"
+        response = self._call(what, "GET", f"/v1/worker/jobs/{job_id}/counters", params={"run_id": run_id})
+        return CounterEntries.model_validate_json(response.content).entries
+
+    def counter_entry(self, job_id: str, run_id: str, key: str) -> bytes | None:
+        """The bytes of the job's repository's entry ``key``, None when it has none (dropped since listed)."""
+        what = f"reading counter entry {key} of job {job_id}"
+        path = f"/v1/worker/jobs/{job_id}/counters/{key}"
+        try:
+            return self._call(what, "GET", path, params={"run_id": run_id}).content
+        except NotFound:
+            return None
+
+    def put_counter_entry(self, job_id: str, run_id: str, key: str, body: bytes) -> CounterEntryStored:
+        """Publish an entry the job measured; ContentRefused (with the reason) when it is refused."""
+        what = f"storing counter entry {key} of job {job_id}"
+        response = self._call(
+            what, "PUT", f"/v1/worker/jobs/{job_id}/counters/{key}", params={"run_id": run_id},
+            content=body, headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        return CounterEntryStored.model_validate_json(response.content)
+
     def cancel_requested(self, job_id: str, run_id: str) -> bool:
         """Asked every second while a job runs: one try; a cancellation waits for the service."""
         try:
@@ -158,6 +197,11 @@ def _checked(what: str, response: httpx.Response) -> httpx.Response:
         raise JobNotHeld(f"{what}: {response_detail(response)}")
     if response.status_code == 403:
         raise NotDelivered(f"{what}: {response_detail(response)}")
+    if response.status_code == 404:
+        raise NotFound(f"{what}: the service answered 404: {response_detail(response)}")
+    if response.status_code in (400, 413, 422):
+        reason = response_detail(response)
+        raise ContentRefused(f"{what}: the service answered {response.status_code}: {reason}", reason)
     if response.is_error:
         raise ServiceError(
             f"{what}: the service answered {response.status_code}: {response_detail(response)}"

@@ -52,13 +52,11 @@ class WorkerSettings(QueueSettings):
         description="Network of job containers: bridge reaches the LLM but not the worker's loopback; "
         "host when the LLM endpoint is on the worker's loopback; none for diagnosis only",
     )
-    counter_store_dir: Path | None = Field(
-        default=None,
-        description="Where counters are kept between jobs, a folder per repository, so a kernel whose code "
-        "did not change skips the counter pass (default: jobs_dir's counters/, else the system temporary "
-        "folder's intelliperf-counters/)",
+    reuse_counters: bool = Field(
+        default=True,
+        description="Reuse counters by code hash: a job gets its repository's counter entries from the "
+        "service, and one on the base branch it tracks sends its new ones back (False: neither)",
     )
-    reuse_counters: bool = Field(default=True, description="Reuse counters by code hash (False: never)")
 
 
 @cache

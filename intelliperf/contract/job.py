@@ -323,6 +323,15 @@ class JobSpec(_Strict):
         """Whether the job goes on from diagnosis to the optimization loop: the one place that decides it."""
         return self.formula != "diagnoseOnly"
 
+    @property
+    def publishes_counters(self) -> bool:
+        """Whether the counters this job measures are kept for later jobs of its repository: a job on the
+        base branch it tracks, so code that reached the branch, not a pull request's, decides what later
+        pushes reuse (the worker uploads them, the service refuses them from any other job)."""
+        if self.track is None or self.repository is None:
+            return False
+        return self.repository.ref.removeprefix("refs/heads/") == self.track.base_branch
+
     def for_application(self, app: Application) -> JobSpec:
         """This spec with the application's overrides applied, as the engine runs it."""
         return self.model_copy(update={**app.overrides(), "applications": [app]})

@@ -6,7 +6,11 @@ result.
 A claim names the delivery that brought the job: the secret the service put in that job's broker message
 (``ClaimRequest.delivery``). The worker token alone claims nothing, so a process that learned it still
 cannot take a job it was not delivered. Events go in numbered batches (``EventsIn.batch``), so a batch sent
-again after a lost answer is stored once."""
+again after a lost answer is stored once.
+
+Counter entries (intelliperf.engine.counter_store) live in the service, per repository: a worker lists and
+downloads its job's repository's entries before the job (``CounterEntries``), and uploads what a job that
+publishes (``JobSpec.publishes_counters``) measured, one entry per request (``CounterEntryStored``)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from intelliperf.contract.counters import COUNTER_KEY
 from intelliperf.contract.job import JobSpec
 
 __all__ = [
@@ -21,6 +26,9 @@ __all__ = [
     "MAX_EVENT_CHARS",
     "ClaimRequest",
     "ClaimedJob",
+    "CounterEntries",
+    "CounterEntryInfo",
+    "CounterEntryStored",
     "EventIn",
     "EventsIn",
     "JobResult",
@@ -67,7 +75,7 @@ class ClaimedJob(_Message):
     repository: str | None = Field(
         default=None,
         description="owner/name the service attributes the job to (None for a job without one): the "
-        "worker keeps reused counters per repository",
+        "counter entries the job gets and publishes are that repository's",
     )
     secrets: dict[str, str] = Field(
         default_factory=dict, description="Sent once, with the claim; never logged"
@@ -111,3 +119,24 @@ class ReproducerStored(_Message):
 
     url: str = Field(description="Where the job's owner downloads it (GET, with their token)")
     bytes: int = Field(ge=0)
+
+
+class CounterEntryInfo(_Message):
+    key: str = Field(pattern=COUNTER_KEY)
+    bytes: int = Field(ge=0)
+
+
+class CounterEntries(_Message):
+    """The entries of a job's repository, newest first (none for a job without a repository)."""
+
+    entries: list[CounterEntryInfo]
+
+
+class CounterEntryStored(_Message):
+    """What the service says once it stored an entry a job published."""
+
+    key: str = Field(pattern=COUNTER_KEY)
+    bytes: int = Field(ge=0)
+    dropped: int = Field(
+        ge=0, description="The repository's oldest entries dropped to keep it within counter_store_max_bytes"
+    )

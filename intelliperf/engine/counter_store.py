@@ -11,8 +11,10 @@ keeps it: the source files' hashes catch that, and the kernel is profiled again.
 
 Entries are untrusted input (a job writes them): one that cannot be read or does not match its key is
 skipped with a note, never trusted and never fatal. The store reads from one folder and writes to another
-(the same folder for the CLI; in the service the worker mounts the repository's entries read-only and
-publishes what a job on its base branch wrote, see worker.counter_entries).
+(the same folder for the CLI). In the service the entries live in its database, per repository, within
+``counter_store_max_bytes`` (service.counter_entries): the worker downloads the repository's entries into
+the job's scratch folder (mounted read-only in its container), and uploads what a job on its base branch
+wrote, which the service checks (intelliperf.contract.counters) before keeping it (worker.counter_entries).
 """
 
 from __future__ import annotations
@@ -25,79 +27,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing import Any
 
 from intelliperf.contract import DeviceInfo, RankedKernel, ReusedCounters
+from intelliperf.contract.counters import (
+    PROFILE,
+    CounterKey,
+    StoredCounters,
+    entry_bytes,
+    read_entry,
+    refusal_reason,
+)
 from intelliperf.contract.profile import KernelProfile, Quantity, SourceRow
 from intelliperf.engine.workspace import relative_to_roots
 
-__all__ = [
-    "ENTRY_LIMIT_BYTES",
-    "CounterStore",
-    "Reused",
-    "StoredCounters",
-    "entry_bytes",
-    "project_commit",
-    "read_entry",
-]
+__all__ = ["CounterStore", "Reused", "project_commit"]
 
-STORE_FORMAT = 1
-ENTRY_LIMIT_BYTES = 64 * 2**20
-"""An entry larger than this is not read (a kernel's profile with its source is a few MiB at most)."""
 WORKSPACE = "$WORKSPACE/"
 """Prefix of a stored source path that was inside the workspace; the reader puts today's workspace there."""
-
-_PROFILE = TypeAdapter(KernelProfile)
-
-
-class CounterKey(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    format: Literal[1] = STORE_FORMAT
-    vendor: str
-    device: str
-    arch: str
-    kernel: str
-    code_hash: str = Field(pattern=r"^[0-9a-f]{16}$")
-    shape_hash: str = Field(pattern=r"^[0-9a-f]{16}$")
-    quantities: tuple[str, ...]
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
-
-
-class StoredCounters(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    key: CounterKey
-    profile: dict[str, Any]
-    source_files: dict[str, str] = Field(description="Workspace-relative path -> sha256 of its bytes")
-    device: DeviceInfo
-    commit: str | None
-    measured_at: datetime
-    counters_s: float = Field(ge=0)
-
-
-def entry_bytes(path: Path) -> bytes:
-    """The bytes of the entry file ``path``, refused (ValueError) before reading when it is over the limit;
-    OSError where it cannot be read."""
-    if path.stat().st_size > ENTRY_LIMIT_BYTES:
-        raise ValueError(f"larger than {ENTRY_LIMIT_BYTES} bytes")
-    return path.read_bytes()
-
-
-def read_entry(data: bytes, digest: str) -> StoredCounters:
-    """An entry read from untrusted bytes (``entry_bytes``) stored under the name ``digest``; ValueError (a
-    pydantic ValidationError is one) where it is malformed, under another key's name, or its profile is not
-    a profile."""
-    entry = StoredCounters.model_validate_json(data)
-    if entry.key.digest != digest:
-        raise ValueError("its key is not the one its name says")
-    _PROFILE.validate_python(entry.profile)
-    return entry
 
 
 @dataclass(frozen=True)
@@ -163,11 +110,11 @@ def _stored_profile(profile: KernelProfile, roots: Sequence[Path]) -> dict[str, 
         source=_map_rows(profile.source, portable_path),
         source_text={portable_path(f): list(lines) for f, lines in profile.source_text.items()},
     )
-    return _PROFILE.dump_python(portable, mode="json")
+    return PROFILE.dump_python(portable, mode="json")
 
 
 def _loaded_profile(data: dict[str, Any], ws: Path) -> KernelProfile:
-    profile = _PROFILE.validate_python(data)
+    profile = PROFILE.validate_python(data)
     return replace(
         profile,
         source=_map_rows(profile.source, lambda f: _rooted(f, ws)),
@@ -223,8 +170,8 @@ class CounterStore:
                 entry = read_entry(entry_bytes(path), key.digest)
                 profile = _loaded_profile(entry.profile, ws)
             except (OSError, ValueError) as error:
-                first = str(error).splitlines()[0] if str(error) else type(error).__name__
-                notes.append(f"{kernel.demangled}: the stored counters {path.name} were not used ({first})")
+                reason = refusal_reason(error)
+                notes.append(f"{kernel.demangled}: the stored counters {path.name} were not used ({reason})")
                 continue
             changed = sorted(f for f, digest in entry.source_files.items() if _file_digest(ws / f) != digest)
             if changed:

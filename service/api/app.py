@@ -17,13 +17,14 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from intelliperf import __version__
 from intelliperf.contract import JobSpec
+from intelliperf.contract.counters import ENTRY_LIMIT_BYTES
 from intelliperf.jobqueue import make_celery
 from intelliperf.project_archive import ArchiveLimits
 from service.api import jobs, kernels, ops, worker_api
 from service.api.archive_checks import ArchiveChecks
 from service.api.deps import validation_error_after_auth
 from service.api.limits import BodySizeLimit, BodyTooLarge
-from service.api.worker_api import REPRODUCER_UPLOAD
+from service.api.worker_api import COUNTER_UPLOAD, REPRODUCER_UPLOAD
 from service.db.migrate import upgrade
 from service.db.session import Database
 from service.dispatch import Dispatcher
@@ -94,7 +95,10 @@ def create_app(
         settings.worker_stale_s, ttl_s=settings.fleet_cache_s, worker_forget_s=settings.worker_forget_s
     )
     reproducer = (REPRODUCER_UPLOAD, settings.max_reproducer_bytes + 2**20)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20, overrides=[reproducer])
+    counters = (COUNTER_UPLOAD, ENTRY_LIMIT_BYTES)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_upload_bytes + 2**20, overrides=[reproducer, counters]
+    )
 
     app.add_exception_handler(RequestValidationError, validation_error_after_auth)
 

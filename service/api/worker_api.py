@@ -10,6 +10,10 @@ the same name, or a run the reaper took the job from, never writes into it. A cl
 that holds it returns the job again, so a claim whose answer was lost is not a lost job; an events batch
 sent again (its number already stored) is stored once. While the database is down every call answers 503
 with Retry-After (service.api.app), and the worker retries.
+
+Counter entries (service.counter_entries) are those of the job's repository, which the service knows: a
+job never names another's, and a job without a repository has none. Only a job that publishes
+(``JobSpec.publishes_counters``) may add to them, one entry per request, each checked as untrusted input.
 """
 
 from __future__ import annotations
@@ -20,21 +24,26 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import Path as PathParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from intelliperf.contract import JobSpec
+from intelliperf.contract.counters import COUNTER_KEY, ENTRY_LIMIT_BYTES, entry_refusal
 from intelliperf.contract.worker import (
     ClaimedJob,
     ClaimRequest,
+    CounterEntries,
+    CounterEntryStored,
     EventsIn,
     JobResult,
     ReproducerStored,
     WorkerBeat,
 )
 from service.api.deps import get_db, get_settings
+from service.counter_entries import entry_body, list_entries, store_entry
 from service.db.models import FINISHED, Job, JobArchive, Worker, utcnow
 from service.deliveries import is_delivered
 from service.job_end import finish
@@ -42,9 +51,10 @@ from service.jobs import add_event_batch, claim
 from service.reproducers import ReproducerTooLarge, store_reproducer
 from service.secrets import SecretBox, SecretError, load_secrets
 
-__all__ = ["REPRODUCER_UPLOAD", "router"]
+__all__ = ["COUNTER_UPLOAD", "REPRODUCER_UPLOAD", "router"]
 
 REPRODUCER_UPLOAD = re.compile(r"/v1/worker/jobs/[^/]+/reproducer")  # its own body limit (service.api.app)
+COUNTER_UPLOAD = re.compile(r"/v1/worker/jobs/[^/]+/counters/[^/]+")  # ENTRY_LIMIT_BYTES (service.api.app)
 
 router = APIRouter(
     prefix="/v1/worker",
@@ -235,3 +245,99 @@ def result(job_id: str, body: JobResult, request: Request, _: WorkerToken) -> Re
             fields = body.model_dump(exclude={"run_id", "status"})
             finish(session, job_id, status=body.status, **fields)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+CounterKey = Annotated[str, PathParam(pattern=COUNTER_KEY, description="The entry's key (its file's stem)")]
+
+
+@router.get(
+    "/jobs/{job_id}/counters",
+    response_model=CounterEntries,
+    summary="The counter entries of the job's repository, newest first (none for a job without one)",
+)
+def counter_entries(job_id: str, run_id: str, request: Request, _: WorkerToken) -> CounterEntries:
+    with get_db(request).session() as session:
+        job = _held(session, job_id, run_id)
+        return CounterEntries(entries=list_entries(session, job.repository) if job.repository else [])
+
+
+@router.get(
+    "/jobs/{job_id}/counters/{key}",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/json": {}}},
+        404: {"description": "No such job, or its repository has no such entry (or no longer)"},
+    },
+    summary="One counter entry of the job's repository (its bytes, as published)",
+)
+def counter_entry(job_id: str, key: CounterKey, run_id: str, request: Request, _: WorkerToken) -> Response:
+    with get_db(request).session() as session:
+        job = _held(session, job_id, run_id)
+        body = entry_body(session, job.repository, key) if job.repository else None
+        if body is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"the job's repository has no counter entry {key}")
+        return Response(body, media_type="application/json")
+
+
+@router.put(
+    "/jobs/{job_id}/counters/{key}",
+    response_model=CounterEntryStored,
+    responses={
+        200: {"description": "Kept for later jobs of the repository; the oldest beyond its limit dropped"},
+        400: {"description": "Not an entry: malformed, another key's, a profile that is none (the reason)"},
+        403: {"description": "The job publishes no counters (not on the base branch it tracks)"},
+        413: {"description": "Larger than an entry may be, or than counter_store_max_bytes"},
+    },
+    summary="Keep a counter entry the job measured (the body is the entry's JSON file)",
+)
+async def put_counter_entry(
+    job_id: str, key: CounterKey, run_id: str, request: Request, _: WorkerToken
+) -> CounterEntryStored:
+    settings, db = get_settings(request), get_db(request)
+
+    def publisher() -> str:
+        with db.session() as session:
+            return _publishing_repository(_held(session, job_id, run_id))
+
+    repository = await run_in_threadpool(publisher)
+    limit = min(ENTRY_LIMIT_BYTES, settings.counter_store_max_bytes)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    body = await request.body()
+    if len(body) > limit:
+        raise _too_large(len(body), limit)
+    refusal = await run_in_threadpool(entry_refusal, body, key)
+    if refusal is not None:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, refusal)
+
+    def store() -> int:
+        with db.session() as session:
+            return store_entry(
+                session,
+                repository=repository,
+                key=key,
+                body=body,
+                job_id=job_id,
+                max_bytes=settings.counter_store_max_bytes,
+            )
+
+    dropped = await run_in_threadpool(store)
+    return CounterEntryStored(key=key, bytes=len(body), dropped=dropped)
+
+
+def _publishing_repository(job: Job) -> str:
+    """The repository the job publishes counters to; 403 when it publishes none."""
+    if job.repository is None or not JobSpec.model_validate(job.spec).publishes_counters:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"job {job.id} publishes no counters: only a job on the base branch its spec tracks does",
+        )
+    return job.repository
+
+
+def _too_large(size: int, limit: int) -> HTTPException:
+    return HTTPException(
+        status.HTTP_413_CONTENT_TOO_LARGE,
+        f"{size} bytes, over the {limit} an entry may have (its limit, or counter_store_max_bytes)",
+    )

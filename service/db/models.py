@@ -27,6 +27,7 @@ __all__ = [
     "JOB_STATES",
     "ApiToken",
     "Base",
+    "CounterEntry",
     "Job",
     "JobArchive",
     "JobDelivery",
@@ -205,6 +206,31 @@ class KernelSample(Base):
         UniqueConstraint("job_id", "kernel", name="uq_kernel_samples_job_id_kernel"),
         # a repository's kernels (per device), and one kernel's series in time order
         Index("ix_kernel_samples_repository_kernel_device", "repository", "kernel", "device", "created_at"),
+    )
+
+
+class CounterEntry(Base):
+    """A kernel's counters a job published for later jobs of its repository to reuse (a StoredCounters
+    of intelliperf.engine.counter_store, as the job wrote it, checked): service.counter_entries. Publishing
+    a key again replaces it; the repository's oldest go first beyond ``counter_store_max_bytes``."""
+
+    __tablename__ = "counter_entries"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    repository: Mapped[str] = mapped_column(String(200), doc="owner/name in lower case")
+    key: Mapped[str] = mapped_column(String(64), doc="The sha256 of the entry's key: its file's name stem")
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(Integer, doc="len(body)")
+    job_id: Mapped[str | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), doc="The job that published it"
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, doc="When last published")
+
+    __table_args__ = (
+        # also the index of a repository's entries (its leading column)
+        UniqueConstraint("repository", "key", name="uq_counter_entries_repository_key"),
     )
 
 

@@ -159,8 +159,8 @@ def live(settings: ServiceSettings) -> Iterator[LiveService]:
 
 
 def worker_env(settings: ServiceSettings, name: str, service_url: str) -> dict[str, str]:
-    """A worker's whole configuration: the broker (its folder in data_dir, or its URL), the service's URL,
-    the worker token and its counter folder (in data_dir). No database URL and no secret key reach it."""
+    """A worker's whole configuration: the broker (its folder in data_dir, or its URL), the service's URL
+    and the worker token. No database URL and no secret key reach it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTELLIPERF_")}
     env |= {
         "INTELLIPERF_DATA_DIR": str(settings.data_dir),
@@ -168,7 +168,6 @@ def worker_env(settings: ServiceSettings, name: str, service_url: str) -> dict[s
         "INTELLIPERF_WORKER_TOKEN": settings.worker_secret or "",
         "INTELLIPERF_HEARTBEAT_S": str(settings.heartbeat_s),
         "INTELLIPERF_WORKER_NAME": name,
-        "INTELLIPERF_COUNTER_STORE_DIR": str(settings.data_dir / "worker-counters"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
     }

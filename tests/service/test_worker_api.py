@@ -107,8 +107,7 @@ def test_the_worker_images_healthcheck_asks_the_service(live: LiveService, tmp_p
 
 def test_a_worker_is_configured_with_the_broker_the_service_and_its_token_only(tmp_path: Path) -> None:
     """What `celery_worker` gives every worker of these tests, which run jobs end to end
-    (test_worker_flow): no database URL and no secret key, whatever the test process has; its kept
-    counters in the test's data folder, not the machine's temporary folder."""
+    (test_worker_flow): no database URL and no secret key, whatever the test process has."""
     settings = ServiceSettings(
         data_dir=tmp_path, database_url="postgresql+psycopg://secret@db/x", secret_key="k", worker_token="t"
     )  # type: ignore[arg-type]
@@ -124,9 +123,7 @@ def test_a_worker_is_configured_with_the_broker_the_service_and_its_token_only(t
         "INTELLIPERF_WORKER_TOKEN",
         "INTELLIPERF_HEARTBEAT_S",
         "INTELLIPERF_WORKER_NAME",
-        "INTELLIPERF_COUNTER_STORE_DIR",
     }
-    assert env["INTELLIPERF_COUNTER_STORE_DIR"] == str(tmp_path / "worker-counters")
 
 
 @pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)

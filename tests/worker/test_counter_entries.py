@@ -1,13 +1,13 @@
-"""The worker's counters between jobs: each repository its own folder, read by its jobs; only a job on the
-tracked base branch adds to it, and only entries that hold up (a job is untrusted code).
+"""Counters between jobs through the service, whichever node runs them: a job gets its repository's entries
+in a folder of its own scratch; only a job on the tracked base branch sends its new ones back, and only
+those that hold up (a job is untrusted code); a failing service costs reuse, never the job.
 
-The runner runs against the real service; the engine is replaced by an executor that leaves in the job's
-output what the real engine saved for transpose_bank's recorded profile (tests.support.hashed_replay)."""
+The runners (two nodes: two JobRunners, each with its scratch folder and its run) run against the real
+service; the engine is replaced by an executor that leaves in the job's output what the real engine saved
+for transpose_bank's recorded profile (tests.support.counter_entries)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,44 +15,24 @@ import pytest
 from sqlalchemy import select
 
 from intelliperf.contract import JobSpec, Report
-from intelliperf.engine.counter_store import CounterStore
+from intelliperf.contract.worker import CounterEntryInfo, CounterEntryStored
 from service.auth import ADMIN
-from service.db.models import JobEvent
+from service.db.models import CounterEntry, JobEvent
 from service.db.session import Database
 from service.deliveries import new_deliveries
 from service.jobs import submit
-from tests.recorded import EXAMPLES
-from tests.service.conftest import project_archive
-from tests.support.hashed_replay import Hashed, diagnosed
-from worker.counter_entries import OUTPUT, publish, publishes, repository_folder
+from tests.service.conftest import WORKER_TOKEN, project_archive
+from tests.support.counter_entries import SavedEntry, repository_of, saved_entry, spec
+from worker.counter_entries import OUTPUT
 from worker.executor import ExecutionResult
 from worker.heartbeat import Heartbeat
 from worker.runner import JobRunner
-from worker.service_client import ServiceClient
+from worker.service_client import ServiceClient, ServiceError
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
-    """An entry the engine saved for transpose_bank (its file) and the report of that run."""
-    work = tmp_path_factory.mktemp("saved")
-    project = work / "transpose_bank"
-    shutil.copytree(EXAMPLES / "transpose_bank", project, ignore=shutil.ignore_patterns("bin"))
-    report = diagnosed(
-        Hashed({"_Z15transpose_tiledPKfPfii": "00000000000000aa"}), project, CounterStore(None, work / "e")
-    )
-    (entry,) = (work / "e").glob("*.json")
-    return entry, report
-
-
-def spec(ref: str = "main", repository: str = "acme/kernels", track: bool = True) -> JobSpec:
-    return JobSpec.model_validate(
-        {
-            "repository": {"url": f"https://github.com/{repository}.git", "ref": ref},
-            "applications": [{"command": "./bin/transpose"}],
-            "formula": "diagnoseOnly",
-            **({"track": {"base_branch": "main"}} if track else {}),
-        }
-    )
+def entry(tmp_path_factory: pytest.TempPathFactory) -> SavedEntry:
+    return saved_entry(tmp_path_factory.mktemp("saved"))
 
 
 @pytest.mark.parametrize(
@@ -66,116 +46,147 @@ def spec(ref: str = "main", repository: str = "acme/kernels", track: bool = True
     ],
     ids=["base branch", "base branch as a ref", "another branch", "not tracked", "no repository"],
 )
-def test_only_a_job_on_its_tracked_base_branch_adds_counters(job: JobSpec, kept: bool) -> None:
-    assert publishes(job) is kept
-
-
-def test_each_repository_has_a_folder_of_its_own_under_the_root(tmp_path: Path) -> None:
-    acme = repository_folder(tmp_path, "acme/kernels")
-    assert acme is not None and acme.parent == tmp_path
-    assert repository_folder(tmp_path, "ACME/Kernels") == acme  # GitHub's names ignore case
-    assert repository_folder(tmp_path, "evil/kernels") != acme
-    escape = repository_folder(tmp_path, "../../etc")
-    assert escape is not None and escape.parent == tmp_path
-    assert repository_folder(tmp_path, None) is None and repository_folder(tmp_path, "") is None
-
-
-def test_publishing_keeps_entries_that_hold_up_and_says_why_the_others_were_refused(
-    tmp_path: Path, saved: tuple[Path, Report]
-) -> None:
-    entry, _ = saved
-    written, folder = tmp_path / "out", tmp_path / "kept"
-    written.mkdir()
-    shutil.copy(entry, written / entry.name)
-    (written / ("0" * 64 + ".json")).write_bytes(entry.read_bytes())  # another key's name
-    (written / ("1" * 64 + ".json")).write_text("{ not json")
-    (written / "notes.txt").write_text("hello")
-    (written / ("2" * 64 + ".json")).symlink_to("/etc/passwd")
-    published = publish(written, folder)
-    assert published.kept == 1 and [p.name for p in folder.iterdir()] == [entry.name]
-    assert (folder / entry.name).read_bytes() == entry.read_bytes()
-    reasons = dict(line.split(": ", 1) for line in published.refused)
-    assert reasons["0" * 64 + ".json"] == "its key is not the one its name says"
-    assert reasons["2" * 64 + ".json"] == "not a plain file"
-    assert reasons["notes.txt"] == "not an entry's name"
-    assert "validation error" in reasons["1" * 64 + ".json"]
-    assert publish(tmp_path / "none", folder).kept == 0
-    tampered = json.loads(entry.read_text())
-    tampered["profile"]["metrics"] = "all fast"  # under its own key's name, a profile that is none
-    (tmp_path / "tampered").mkdir()
-    (tmp_path / "tampered" / entry.name).write_text(json.dumps(tampered))
-    (refused,) = publish(tmp_path / "tampered", tmp_path / "kept2").refused
-    assert refused.startswith(f"{entry.name}: ") and "validation error" in refused
-    assert not any((tmp_path / "kept2").iterdir())
+def test_only_a_job_on_its_tracked_base_branch_publishes_counters(job: JobSpec, kept: bool) -> None:
+    assert job.publishes_counters is kept
 
 
 class EngineThatSaves:
     """Stands in for the engine: leaves ``files`` in the job's counters output, returns ``report``, and
-    keeps the counters folder it was given."""
+    notes the counters folder it was given and the entries in it."""
 
-    def __init__(self, report: Report, files: Callable[[Path], None]) -> None:
+    def __init__(self, report: Report, files: Callable[[Path], None] = lambda _out: None) -> None:
         self.report, self.files = report, files
         self.given: list[Path | None] = []
+        self.seen: list[list[str]] = []
 
     def run(self, spec: JobSpec, project: Path, out: Path, **kwargs: object) -> ExecutionResult:
         counters = kwargs.get("counters")
         self.given.append(counters if isinstance(counters, Path) else None)
+        self.seen.append(sorted(p.name for p in counters.iterdir()) if isinstance(counters, Path) else [])
         (out / OUTPUT).mkdir(parents=True)
         self.files(out / OUTPUT)
         return ExecutionResult(0, False, False, None, self.report.model_dump(mode="json"), "# summary", "")
 
 
-def run_job(
-    api: ServiceClient, db: Database, engine: EngineThatSaves, job: JobSpec, root: Path | None
-) -> list[str]:
+def node(api: ServiceClient, engine: EngineThatSaves, work_dir: Path, reuse: bool = True) -> JobRunner:
+    """A worker node: its own scratch folder and its own run."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    heartbeat = Heartbeat(api, work_dir.name, ["gpu.nvidia.any"], None, interval_s=60)
+    return JobRunner(
+        api,
+        engine,
+        work_dir.name,
+        heartbeat=heartbeat,
+        work_dir=work_dir,
+        reuse_counters=reuse,  # type: ignore[arg-type]
+    )
+
+
+def run_job(db: Database, runner: JobRunner, job: JobSpec) -> list[str]:
+    """The job run on ``runner``, succeeded; its events."""
     archive = project_archive({"transpose.cu": "// the uploaded project\n"})
-    assert job.repository is not None
-    name = job.repository.url.removeprefix("https://github.com/").removesuffix(".git")
     with db.session() as session:
-        queued, _ = submit(session, job, principal=ADMIN, repository=name, archive=archive)
+        queued, _ = submit(session, job, principal=ADMIN, repository=repository_of(job), archive=archive)
         delivery = new_deliveries(session, [queued.id])[queued.id]
-    heartbeat = Heartbeat(api, "w-test", ["gpu.nvidia.any"], None, interval_s=60)
-    runner = JobRunner(api, engine, "w-test", heartbeat=heartbeat, counter_root=root)  # type: ignore[arg-type]
     assert runner.run(queued.id, delivery) == "succeeded"
     with db.session() as session:
         return list(session.scalars(select(JobEvent.message).where(JobEvent.job_id == queued.id)))
 
 
-def test_a_base_branch_job_adds_its_counters_to_its_repository_s_folder_and_a_pull_request_s_does_not(
-    tmp_path: Path, api: ServiceClient, db: Database, saved: tuple[Path, Report]
+def kept(db: Database) -> list[tuple[str, str]]:
+    with db.session() as session:
+        return [(r, k) for r, k in session.execute(select(CounterEntry.repository, CounterEntry.key))]
+
+
+def test_counters_one_node_measured_on_the_base_branch_reach_a_later_job_of_the_repository_on_another(
+    tmp_path: Path, api: ServiceClient, db: Database, entry: SavedEntry
 ) -> None:
-    entry, report = saved
-    root = tmp_path / "root"
-    engine = EngineThatSaves(report, lambda out: shutil.copy(entry, out / entry.name))
-    acme = repository_folder(root, "acme/kernels")
-    events = run_job(api, db, engine, spec("feature"), root)
-    assert engine.given == [acme] and acme is not None and acme.is_dir() and not any(acme.iterdir())
-    assert not any("counters" in e for e in events)
-    events = run_job(api, db, engine, spec("main"), root)
-    assert [p.name for p in acme.iterdir()] == [entry.name]
+    engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
+    node_a, node_b = node(api, engine, tmp_path / "a"), node(api, engine, tmp_path / "b")
+
+    events = run_job(db, node_b, spec("feature"))  # a pull request's counters are not kept
+    assert engine.seen == [[]] and not any("counters" in e for e in events) and kept(db) == []
+    events = run_job(db, node_a, spec("main"))
     assert "counters of 1 kernel(s) kept for later pushes to reuse" in events
-    run_job(api, db, engine, spec("main", repository="other/repo"), root)
-    other = repository_folder(root, "other/repo")
-    assert engine.given[-1] == other and other is not None and other != acme
-    assert [p.name for p in acme.iterdir()] == [entry.name]  # the other repository's entry went to its own
+    assert kept(db) == [("acme/kernels", entry.key)]
+
+    events = run_job(db, node_b, spec("feature"))
+    assert engine.seen[-1] == [entry.name]
+    given = engine.given[-1]
+    assert given is not None and given.is_relative_to(tmp_path / "b") and not given.exists()  # scratch gone
+    assert "counter entries of acme/kernels to reuse: 1" in events
+
+    run_job(db, node_b, spec("main", repository="other/repo"))  # another repository's job sees none
+    assert engine.seen[-1] == []
+    assert sorted(kept(db)) == [("acme/kernels", entry.key), ("other/repo", entry.key)]
+    run_job(db, node_b, spec(repository=None))  # a job without a repository gets no folder
+    assert engine.given[-1] is None
 
 
-def test_a_refused_entry_is_said_in_the_job_s_events_and_not_kept(
-    tmp_path: Path, api: ServiceClient, db: Database, saved: tuple[Path, Report]
+def test_a_refused_entry_is_said_in_the_job_s_events_and_the_others_are_kept(
+    tmp_path: Path, api: ServiceClient, db: Database, entry: SavedEntry
 ) -> None:
-    entry, report = saved
-    root = tmp_path / "root"
-    engine = EngineThatSaves(report, lambda out: (out / ("0" * 64 + ".json")).write_bytes(entry.read_bytes()))
-    events = run_job(api, db, engine, spec("main"), root)
-    acme = repository_folder(root, "acme/kernels")
-    assert acme is not None and not any(acme.iterdir())
-    assert f"counters not kept: {'0' * 64}.json: its key is not the one its name says" in events
+    def files(out: Path) -> None:
+        (out / entry.name).write_bytes(entry.body)
+        (out / ("0" * 64 + ".json")).write_bytes(entry.body)  # another key's name
+        (out / ("1" * 64 + ".json")).write_text("{ not json")
+        (out / "notes.txt").write_text("hello")
+        (out / ("2" * 64 + ".json")).symlink_to("/etc/passwd")
+
+    events = run_job(db, node(api, EngineThatSaves(entry.report, files), tmp_path / "a"), spec("main"))
+    assert kept(db) == [("acme/kernels", entry.key)]
+    assert "counters of 1 kernel(s) kept for later pushes to reuse" in events
+    refused = dict(e.removeprefix("counters not kept: ").split(": ", 1) for e in events if "not kept: " in e)
+    assert refused["0" * 64 + ".json"] == "its key is not the one its name says"
+    assert refused["1" * 64 + ".json"].startswith(
+        "1 validation error(s), the first at the entry: Invalid JSON"
+    )
+    assert refused["2" * 64 + ".json"] == "not a plain file"
+    assert refused["notes.txt"] == "not an entry's name"
+    assert len(refused) == 4
 
 
-def test_a_worker_without_a_counter_root_gives_jobs_no_counters(
-    api: ServiceClient, db: Database, saved: tuple[Path, Report]
+class FailingService(ServiceClient):
+    """The real service, but for the counters' calls that ``fails`` names, which fail as an unreachable
+    service's do."""
+
+    def __init__(self, api: ServiceClient, fails: set[str]) -> None:
+        super().__init__(str(api.http.base_url), WORKER_TOKEN, retry_s=5)
+        self.fails = fails
+
+    def counter_entries(self, job_id: str, run_id: str) -> list[CounterEntryInfo]:
+        if "download" in self.fails:
+            raise ServiceError(f"listing the counter entries of job {job_id}: the service did not answer")
+        return super().counter_entries(job_id, run_id)
+
+    def put_counter_entry(self, job_id: str, run_id: str, key: str, body: bytes) -> CounterEntryStored:
+        if "upload" in self.fails:
+            raise ServiceError(f"storing counter entry {key} of job {job_id}: the service did not answer")
+        return super().put_counter_entry(job_id, run_id, key, body)
+
+
+def test_a_failed_download_or_upload_leaves_the_job_succeeding_with_a_note(
+    tmp_path: Path, api: ServiceClient, db: Database, entry: SavedEntry
 ) -> None:
-    entry, report = saved
-    engine = EngineThatSaves(report, lambda out: shutil.copy(entry, out / entry.name))
-    events = run_job(api, db, engine, spec("main"), None)
-    assert engine.given == [None] and not any("counters" in e for e in events)
+    engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
+    run_job(db, node(api, engine, tmp_path / "a"), spec("main"))
+    assert kept(db) == [("acme/kernels", entry.key)]
+
+    with FailingService(api, {"download"}) as failing:
+        events = run_job(db, node(failing, engine, tmp_path / "b"), spec("main"))
+    assert engine.seen[-1] == [] and engine.given[-1] is not None  # no reuse, yet it measures and publishes
+    assert any(e.startswith("counters of earlier jobs not downloaded, none reused: listing") for e in events)
+    assert "counters of 1 kernel(s) kept for later pushes to reuse" in events
+
+    with FailingService(api, {"upload"}) as failing:
+        events = run_job(db, node(failing, engine, tmp_path / "c"), spec("main"))
+    assert engine.seen[-1] == [entry.name]
+    assert any(e.startswith("counters not kept, uploading them failed: storing") for e in events)
+
+
+def test_a_worker_that_does_not_reuse_counters_neither_downloads_nor_uploads(
+    tmp_path: Path, api: ServiceClient, db: Database, entry: SavedEntry
+) -> None:
+    engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
+    events = run_job(db, node(api, engine, tmp_path / "a", reuse=False), spec("main"))
+    assert engine.given == [None] and not any("counters" in e for e in events) and kept(db) == []
