@@ -63,6 +63,7 @@ class ServiceClient:
         token: str | None,
         *,
         retry_s: float = 3600.0,
+        counter_retry_s: float = 30.0,
         timeout_s: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -71,6 +72,9 @@ class ServiceClient:
             base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
         )
         self.retry_s = retry_s
+        self.counter_retry_s = counter_retry_s
+        """How long the counters' calls wait out an unavailable service: reuse saves time, so a job does not
+        wait for it longer than a counter pass would take (it runs without reuse instead)."""
 
     def close(self) -> None:
         self.http.close()
@@ -145,7 +149,10 @@ class ServiceClient:
     def counter_entries(self, job_id: str, run_id: str) -> list[CounterEntryInfo]:
         """The counter entries of the job's repository, newest first."""
         what = f"listing the counter entries of job {job_id}"
-        response = self._call(what, "GET", f"/v1/worker/jobs/{job_id}/counters", params={"run_id": run_id})
+        response = self._call(
+            what, "GET", f"/v1/worker/jobs/{job_id}/counters", params={"run_id": run_id},
+            retry_s=self.counter_retry_s,
+        )  # fmt: skip
         return CounterEntries.model_validate_json(response.content).entries
 
     def counter_entry(self, job_id: str, run_id: str, key: str) -> bytes | None:
@@ -153,7 +160,9 @@ class ServiceClient:
         what = f"reading counter entry {key} of job {job_id}"
         path = f"/v1/worker/jobs/{job_id}/counters/{key}"
         try:
-            return self._call(what, "GET", path, params={"run_id": run_id}).content
+            return self._call(
+                what, "GET", path, params={"run_id": run_id}, retry_s=self.counter_retry_s
+            ).content
         except NotFound:
             return None
 
@@ -162,7 +171,7 @@ class ServiceClient:
         what = f"storing counter entry {key} of job {job_id}"
         response = self._call(
             what, "PUT", f"/v1/worker/jobs/{job_id}/counters/{key}", params={"run_id": run_id},
-            content=body, headers={"Content-Type": "application/json"},
+            content=body, headers={"Content-Type": "application/json"}, retry_s=self.counter_retry_s,
         )  # fmt: skip
         return CounterEntryStored.model_validate_json(response.content)
 

@@ -8,7 +8,10 @@ for transpose_bank's recorded profile (tests.support.counter_entries)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,38 @@ def test_a_worker_that_does_not_reuse_counters_neither_downloads_nor_uploads(
     engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
     events = run_job(db, node(api, engine, tmp_path / "a", reuse=False), spec("main"))
     assert engine.given == [None] and not any("counters" in e for e in events) and kept(db) == []
+
+
+class Restarting(BaseHTTPRequestHandler):
+    """A service that answers 503 while it restarts (its first ANSWERS_503 requests), then an empty list:
+    a client that waited it out would see no error (after ~25 s), one that gave up sees one at once."""
+
+    ANSWERS_503 = 6
+    requests = 0
+
+    def do_GET(self) -> None:
+        type(self).requests += 1
+        body = b"" if self.requests <= self.ANSWERS_503 else b'{"entries": []}'
+        self.send_response(503 if self.requests <= self.ANSWERS_503 else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_the_counters_calls_give_up_on_an_unavailable_service_long_before_the_jobs_own_calls() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Restarting)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        with ServiceClient(url, WORKER_TOKEN, retry_s=3600, counter_retry_s=1.0) as client:
+            began = time.monotonic()
+            with pytest.raises(ServiceError, match="the service did not answer"):
+                client.counter_entries("job", "run")
+            assert time.monotonic() - began < 5 and Restarting.requests < Restarting.ANSWERS_503
+    finally:
+        server.shutdown()
+        server.server_close()
