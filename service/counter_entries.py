@@ -1,7 +1,8 @@
 """Counter entries kept per repository for later jobs to reuse (intelliperf.engine.counter_store), so
 reuse does not depend on which worker node runs a job: the worker API lists and serves a job's
-repository's entries and stores what a job that publishes (``JobSpec.publishes_counters``) measured, once
-checked (service.api.worker_api).
+repository's entries and stores what a job that publishes (``JobSpec.publishes_counters``: cloned from
+the base branch it tracks; an uploaded archive never publishes) measured, once checked
+(service.api.worker_api).
 
 Publishing a key that is there replaces its entry, which then counts as new: a kernel's key comes back
 only when its entry could not be used (its source files changed, so it was profiled again), and the newer

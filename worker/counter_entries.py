@@ -4,8 +4,9 @@ the job, and a node keeps nothing between jobs.
 
 A job is untrusted code: it reads its own copy of the entries (``FOLDER`` in its scratch folder, mounted
 read-only in its container) and writes its new entries into its output (``OUTPUT``). After a job that
-publishes (``JobSpec.publishes_counters``: on the base branch its spec tracks, so a pull request's code
-never decides what later pushes reuse), the worker uploads each file there that is an entry's (a plain
+publishes (``JobSpec.publishes_counters``: cloned from the base branch its spec tracks, so a pull
+request's code never decides what later pushes reuse; an uploaded archive never publishes, whatever ref its
+spec names, though it reads the entries), the worker uploads each file there that is an entry's (a plain
 file under an entry's name, within the size limit); the service checks each one again before keeping it
 (service.counter_entries) and says why it refuses one, which refuses that one only. The service knows the
 job's repository: a job sees no other's entries, and a job without a repository gets none.

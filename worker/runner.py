@@ -166,7 +166,7 @@ class JobRunner:
                 counters=counters,
             )
             status, outcome, error = classify(result)
-            if status == "succeeded" and counters is not None and spec.publishes_counters:
+            if status == "succeeded" and counters is not None and spec.publishes_counters(job.source):
                 self._publish(job.id, out / counter_entries.OUTPUT)
             report, pr_url = result.report, None
             if status == "succeeded" and report is not None:  # while the scratch (its reproducer) is there

@@ -323,12 +323,15 @@ class JobSpec(_Strict):
         """Whether the job goes on from diagnosis to the optimization loop: the one place that decides it."""
         return self.formula != "diagnoseOnly"
 
-    @property
-    def publishes_counters(self) -> bool:
-        """Whether the counters this job measures are kept for later jobs of its repository: a job on the
-        base branch it tracks, so code that reached the branch, not a pull request's, decides what later
-        pushes reuse (the worker uploads them, the service refuses them from any other job)."""
-        if self.track is None or self.repository is None:
+    def publishes_counters(self, source: Literal["archive", "git"]) -> bool:
+        """Whether the counters this job measures are kept for later jobs of its repository: only a job whose
+        code the worker cloned (``source`` "git") at the base branch its spec tracks, so code that reached the
+        branch, not a pull request's, decides what later pushes reuse (the worker uploads them, the service
+        refuses them from any other job). An uploaded archive never publishes, whatever its spec's ref says:
+        the ref is only what the submitter wrote, and any token scoped to the repository (a pull request's CI
+        uploading its working tree) could otherwise plant counters that the branch's later diagnoses read.
+        An archive job still reads its repository's entries."""
+        if source != "git" or self.track is None or self.repository is None:
             return False
         return self.repository.ref.removeprefix("refs/heads/") == self.track.base_branch
 

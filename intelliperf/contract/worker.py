@@ -10,7 +10,8 @@ again after a lost answer is stored once.
 
 Counter entries (intelliperf.engine.counter_store) live in the service, per repository: a worker lists and
 downloads its job's repository's entries before the job (``CounterEntries``), and uploads what a job that
-publishes (``JobSpec.publishes_counters``) measured, one entry per request (``CounterEntryStored``)."""
+publishes (``JobSpec.publishes_counters``: cloned from the base branch it tracks, never an uploaded
+archive) measured, one entry per request (``CounterEntryStored``)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ with Retry-After (service.api.app), and the worker retries.
 
 Counter entries (service.counter_entries) are those of the job's repository, which the service knows: a
 job never names another's, and a job without a repository has none. Only a job that publishes
-(``JobSpec.publishes_counters``) may add to them, one entry per request, each checked as untrusted input.
+(``JobSpec.publishes_counters``: cloned from the base branch it tracks, never an uploaded archive) may
+add to them, one entry per request, each checked as untrusted input.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hmac
 import re
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi import Path as PathParam
@@ -285,7 +286,10 @@ def counter_entry(job_id: str, key: CounterKey, run_id: str, request: Request, _
     responses={
         200: {"description": "Kept for later jobs of the repository; the oldest beyond its limit dropped"},
         400: {"description": "Not an entry: malformed, another key's, a profile that is none (the reason)"},
-        403: {"description": "The job publishes no counters (not on the base branch it tracks)"},
+        403: {
+            "description": "The job publishes no counters (not cloned from the base branch it tracks: an "
+            "uploaded archive never publishes)"
+        },
         413: {"description": "Larger than an entry may be, or than counter_store_max_bytes"},
     },
     summary="Keep a counter entry the job measured (the body is the entry's JSON file)",
@@ -327,12 +331,16 @@ async def put_counter_entry(
 
 
 def _publishing_repository(job: Job) -> str:
-    """The repository the job publishes counters to; 403 when it publishes none."""
-    if job.repository is None or not JobSpec.model_validate(job.spec).publishes_counters:
-        raise HTTPException(
-            status.HTTP_403_FORBIDDEN,
-            f"job {job.id} publishes no counters: only a job on the base branch its spec tracks does",
+    """The repository the job publishes counters to; 403, saying why, when it publishes none."""
+    source: Literal["archive", "git"] = "git" if job.source == "git" else "archive"
+    if job.repository is None or not JobSpec.model_validate(job.spec).publishes_counters(source):
+        why = (
+            "it runs an uploaded archive, and an uploaded archive's code is not known to be the branch's "
+            "(only a job cloned from the base branch its spec tracks publishes)"
+            if source == "archive"
+            else "only a job cloned from the base branch its spec tracks does"
         )
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"job {job.id} publishes no counters: {why}")
     return job.repository
 
 

@@ -1,12 +1,14 @@
 """Counter entries kept by the service, per repository, through the real server (SQLite and PostgreSQL):
-the run that holds a job reads its repository's entries and no other's; only a job that publishes adds to
-them, each entry checked (a bad one refused with the reason, the others kept); beyond
-counter_store_max_bytes the repository's oldest go first; the migration goes both ways."""
+the run that holds a job reads its repository's entries and no other's; only a job that publishes (cloned
+from its tracked base branch: an uploaded archive never does) adds to them, each entry checked (a bad one
+refused with the reason, the others kept); beyond counter_store_max_bytes the repository's oldest go
+first; the migration goes both ways."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Literal
 
 import httpx
 import pytest
@@ -36,10 +38,20 @@ def entry(tmp_path_factory: pytest.TempPathFactory) -> SavedEntry:
     return saved_entry(tmp_path_factory.mktemp("saved"))
 
 
-def held(db: Database, api: ServiceClient, job: JobSpec, run_id: str = "run-a") -> str:
-    """A job of ``job``'s repository (as the service names it from its URL), claimed by ``run_id``."""
+def held(
+    db: Database,
+    api: ServiceClient,
+    job: JobSpec,
+    run_id: str = "run-a",
+    source: Literal["archive", "git"] = "git",
+) -> str:
+    """A job of ``job``'s repository (as the service names it from its URL), claimed by ``run_id``: one the
+    worker would clone (``source`` "git", submitted without an archive; these tests only call the API, so
+    nothing is cloned) or one with an uploaded archive."""
+    archive = ARCHIVE if source == "archive" else None
     with db.session() as session:
-        queued, _ = submit(session, job, principal=ADMIN, repository=repository_of(job), archive=ARCHIVE)
+        queued, _ = submit(session, job, principal=ADMIN, repository=repository_of(job), archive=archive)
+        assert queued.source == source
         delivery = new_deliveries(session, [queued.id])[queued.id]
     assert api.claim(queued.id, "w-test", run_id, delivery) is not None
     return queued.id
@@ -62,7 +74,9 @@ def test_a_publishing_job_s_entries_reach_later_jobs_of_its_repository_and_no_ot
     stored = api.put_counter_entry(base, "run-a", entry.key, entry.body)
     assert (stored.key, stored.bytes, stored.dropped) == (entry.key, len(entry.body), 0)
 
-    pull_request = held(db, api, spec("feature", repository="ACME/Kernels"), "run-b")  # names ignore case
+    pull_request = held(  # names ignore case
+        db, api, spec("feature", repository="ACME/Kernels"), "run-b", source="archive"
+    )
     assert keys(api, pull_request, "run-b") == [entry.key]
     assert api.counter_entry(pull_request, "run-b", entry.key) == entry.body
     with pytest.raises(ServiceError, match="publishes no counters"):  # 403
@@ -72,12 +86,32 @@ def test_a_publishing_job_s_entries_reach_later_jobs_of_its_repository_and_no_ot
     with pytest.raises(JobNotHeld):
         api.put_counter_entry(pull_request, "run-a", entry.key, entry.body)
 
-    for other in (held(db, api, spec(repository="other/repo")), held(db, api, spec(repository=None))):
+    no_repository = held(db, api, spec(repository=None), source="archive")
+    for other in (held(db, api, spec(repository="other/repo")), no_repository):
         assert keys(api, other) == []
         assert api.counter_entry(other, "run-a", entry.key) is None
     untracked = held(db, api, spec(track=False))
-    with pytest.raises(ServiceError, match="publishes no counters"):
+    with pytest.raises(ServiceError, match="publishes no counters: only a job cloned from the base branch"):
         api.put_counter_entry(untracked, "run-a", entry.key, entry.body)
+
+
+def test_an_archive_job_on_its_base_branch_reads_its_repository_s_entries_but_never_publishes(
+    api: ServiceClient, db: Database, entry: SavedEntry
+) -> None:
+    """An uploaded archive's spec may name the base branch, but its ref is only what the submitter wrote:
+    any token scoped to the repository (a pull request's CI) could otherwise plant what the branch reuses."""
+    base = held(db, api, spec("main"))
+    api.put_counter_entry(base, "run-a", entry.key, entry.body)
+    planted = under_code_hash(entry, "00000000000000bb")
+
+    for ref in ("main", "refs/heads/main"):
+        archive = held(db, api, spec(ref), "run-b", source="archive")
+        assert keys(api, archive, "run-b") == [entry.key]  # it reads them: its token is the repository's
+        with pytest.raises(ServiceError) as refused:  # 403
+            api.put_counter_entry(archive, "run-b", planted.key, planted.body)
+        assert "publishes no counters" in str(refused.value)
+        assert "an uploaded archive's code is not known to be the branch's" in str(refused.value)
+    assert keys(api, base) == [entry.key]
 
 
 def test_a_bad_entry_is_refused_with_the_reason_and_the_good_ones_are_kept(

@@ -1,10 +1,13 @@
 """Counters between jobs through the service, whichever node runs them: a job gets its repository's entries
-in a folder of its own scratch; only a job on the tracked base branch sends its new ones back, and only
-those that hold up (a job is untrusted code); a failing service costs reuse, never the job.
+in a folder of its own scratch; only a job cloned from the tracked base branch sends its new ones back
+(never an uploaded archive, whatever ref its spec names), and only those that hold up (a job is untrusted
+code); a failing service costs reuse, never the job.
 
 The runners (two nodes: two JobRunners, each with its scratch folder and its run) run against the real
 service; the engine is replaced by an executor that leaves in the job's output what the real engine saved
-for transpose_bank's recorded profile (tests.support.counter_entries)."""
+for transpose_bank's recorded profile (tests.support.counter_entries). A git job's clone is replaced by a
+prepared project folder (``Node._fetch``): the worker refuses to clone from hosts outside github_hosts, a
+local file:// repository included, and the clone is tested in tests/worker/test_gpu_and_source.py."""
 
 from __future__ import annotations
 
@@ -13,19 +16,20 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from sqlalchemy import select
 
 from intelliperf.contract import JobSpec, Report
-from intelliperf.contract.worker import CounterEntryInfo, CounterEntryStored
+from intelliperf.contract.worker import ClaimedJob, CounterEntryInfo, CounterEntryStored
 from service.auth import ADMIN
 from service.db.models import CounterEntry, JobEvent
 from service.db.session import Database
 from service.deliveries import new_deliveries
 from service.jobs import submit
 from tests.service.conftest import WORKER_TOKEN, project_archive
-from tests.support.counter_entries import SavedEntry, repository_of, saved_entry, spec
+from tests.support.counter_entries import SavedEntry, repository_of, saved_entry, spec, under_code_hash
 from worker.counter_entries import OUTPUT
 from worker.executor import ExecutionResult
 from worker.heartbeat import Heartbeat
@@ -39,18 +43,32 @@ def entry(tmp_path_factory: pytest.TempPathFactory) -> SavedEntry:
 
 
 @pytest.mark.parametrize(
-    ("job", "kept"),
+    ("job", "source", "kept"),
     [
-        (spec("main"), True),
-        (spec("refs/heads/main"), True),
-        (spec("feature"), False),
-        (spec("main", track=False), False),
-        (JobSpec.model_validate({"applications": [{"command": "./a"}], "track": {}}), False),
+        (spec("main"), "git", True),
+        (spec("refs/heads/main"), "git", True),
+        (spec("feature"), "git", False),
+        (spec("main", track=False), "git", False),
+        (JobSpec.model_validate({"applications": [{"command": "./a"}], "track": {}}), "git", False),
+        (spec("main"), "archive", False),
+        (spec("refs/heads/main"), "archive", False),
+        (spec("feature"), "archive", False),
     ],
-    ids=["base branch", "base branch as a ref", "another branch", "not tracked", "no repository"],
+    ids=[
+        "base branch",
+        "base branch as a ref",
+        "another branch",
+        "not tracked",
+        "no repository",
+        "archive on the base branch",
+        "archive on the base branch as a ref",
+        "archive on another branch",
+    ],
 )
-def test_only_a_job_on_its_tracked_base_branch_publishes_counters(job: JobSpec, kept: bool) -> None:
-    assert job.publishes_counters is kept
+def test_only_a_job_cloned_from_its_tracked_base_branch_publishes_counters(
+    job: JobSpec, source: Literal["archive", "git"], kept: bool
+) -> None:
+    assert job.publishes_counters(source) is kept
 
 
 class EngineThatSaves:
@@ -71,11 +89,23 @@ class EngineThatSaves:
         return ExecutionResult(0, False, False, None, self.report.model_dump(mode="json"), "# summary", "")
 
 
+class Node(JobRunner):
+    """A JobRunner whose git jobs get a prepared project folder in place of a clone of their repository
+    (a https://github.com URL, not reachable here); an archive job's project is its uploaded archive."""
+
+    def _fetch(self, job: ClaimedJob, spec: JobSpec, destination: Path, token: str | None) -> Path:
+        if job.source != "git":
+            return super()._fetch(job, spec, destination, token)
+        destination.mkdir(parents=True)
+        (destination / "transpose.cu").write_text("// the cloned project\n")
+        return destination
+
+
 def node(api: ServiceClient, engine: EngineThatSaves, work_dir: Path, reuse: bool = True) -> JobRunner:
     """A worker node: its own scratch folder and its own run."""
     work_dir.mkdir(parents=True, exist_ok=True)
     heartbeat = Heartbeat(api, work_dir.name, ["gpu.nvidia.any"], None, interval_s=60)
-    return JobRunner(
+    return Node(
         api,
         engine,
         work_dir.name,
@@ -85,11 +115,15 @@ def node(api: ServiceClient, engine: EngineThatSaves, work_dir: Path, reuse: boo
     )
 
 
-def run_job(db: Database, runner: JobRunner, job: JobSpec) -> list[str]:
-    """The job run on ``runner``, succeeded; its events."""
-    archive = project_archive({"transpose.cu": "// the uploaded project\n"})
+def run_job(
+    db: Database, runner: JobRunner, job: JobSpec, source: Literal["archive", "git"] = "git"
+) -> list[str]:
+    """The job run on ``runner`` from a clone of its repository (``source`` "git") or an uploaded archive,
+    succeeded; its events."""
+    archive = project_archive({"transpose.cu": "// the uploaded project\n"}) if source == "archive" else None
     with db.session() as session:
         queued, _ = submit(session, job, principal=ADMIN, repository=repository_of(job), archive=archive)
+        assert queued.source == source
         delivery = new_deliveries(session, [queued.id])[queued.id]
     assert runner.run(queued.id, delivery) == "succeeded"
     with db.session() as session:
@@ -107,13 +141,13 @@ def test_counters_one_node_measured_on_the_base_branch_reach_a_later_job_of_the_
     engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
     node_a, node_b = node(api, engine, tmp_path / "a"), node(api, engine, tmp_path / "b")
 
-    events = run_job(db, node_b, spec("feature"))  # a pull request's counters are not kept
+    events = run_job(db, node_b, spec("feature"), "archive")  # a pull request's counters are not kept
     assert engine.seen == [[]] and not any("counters" in e for e in events) and kept(db) == []
     events = run_job(db, node_a, spec("main"))
     assert "counters of 1 kernel(s) kept for later pushes to reuse" in events
     assert kept(db) == [("acme/kernels", entry.key)]
 
-    events = run_job(db, node_b, spec("feature"))
+    events = run_job(db, node_b, spec("feature"), "archive")
     assert engine.seen[-1] == [entry.name]
     given = engine.given[-1]
     assert given is not None and given.is_relative_to(tmp_path / "b") and not given.exists()  # scratch gone
@@ -122,8 +156,27 @@ def test_counters_one_node_measured_on_the_base_branch_reach_a_later_job_of_the_
     run_job(db, node_b, spec("main", repository="other/repo"))  # another repository's job sees none
     assert engine.seen[-1] == []
     assert sorted(kept(db)) == [("acme/kernels", entry.key), ("other/repo", entry.key)]
-    run_job(db, node_b, spec(repository=None))  # a job without a repository gets no folder
+    run_job(db, node_b, spec(repository=None), "archive")  # a job without a repository gets no folder
     assert engine.given[-1] is None
+
+
+def test_an_archive_job_on_the_base_branch_reuses_the_repository_s_entries_and_uploads_none(
+    tmp_path: Path, api: ServiceClient, db: Database, entry: SavedEntry
+) -> None:
+    """An uploaded archive's spec naming the base branch is only what its submitter wrote: what it measures
+    is never kept (here a kernel the branch does not have, which would be a new entry)."""
+    engine = EngineThatSaves(entry.report, lambda out: (out / entry.name).write_bytes(entry.body))
+    run_job(db, node(api, engine, tmp_path / "a"), spec("main"))
+    assert kept(db) == [("acme/kernels", entry.key)]
+
+    planted = under_code_hash(entry, "00000000000000bb")
+    archive = EngineThatSaves(entry.report, lambda out: (out / planted.name).write_bytes(planted.body))
+    for ref in ("main", "refs/heads/main"):
+        events = run_job(db, node(api, archive, tmp_path / "b"), spec(ref), "archive")
+        assert archive.seen[-1] == [entry.name]  # it reads them
+        assert "counter entries of acme/kernels to reuse: 1" in events
+        assert not any("kept" in e for e in events)
+        assert kept(db) == [("acme/kernels", entry.key)]
 
 
 def test_a_refused_entry_is_said_in_the_job_s_events_and_the_others_are_kept(
