@@ -13,21 +13,19 @@ from typing import Literal
 import httpx
 import pytest
 from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from intelliperf.contract import JobSpec
 from intelliperf.contract.counters import ENTRY_LIMIT_BYTES, entry_refusal
 from service.auth import ADMIN
 from service.db.migrate import alembic_config
-from service.db.models import Base
 from service.db.session import Database
 from service.deliveries import new_deliveries
 from service.jobs import submit
 from service.settings import ServiceSettings
 from tests.service.conftest import WORKER_TOKEN, project_archive, serve
 from tests.support.counter_entries import SavedEntry, repository_of, saved_entry, spec, under_code_hash
+from tests.support.databases import assert_migration_adds
 from worker.service_client import ContentRefused, JobNotHeld, ServiceClient, ServiceError
 
 ARCHIVE = project_archive({"transpose.cu": "// the uploaded project\n"})
@@ -181,19 +179,9 @@ def test_beyond_the_repository_s_bytes_the_oldest_entries_go_first(
 
 def test_the_counter_entries_migration_upgrades_and_downgrades(database_url: str) -> None:
     config = alembic_config(database_url)
-    command.upgrade(config, "0007")
     database = Database(database_url)
     try:
-        assert "counter_entries" not in inspect(database.engine).get_table_names()
-        command.upgrade(config, "head")
-        found = inspect(database.engine)
-        assert "counter_entries" in found.get_table_names()
-        assert [u["column_names"] for u in found.get_unique_constraints("counter_entries")] == [
-            ["repository", "key"]
-        ]
-        with database.engine.connect() as connection:  # the migration makes what the model describes
-            differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-        assert [d for d in differences if "counter_entries" in repr(d)] == []
+        assert_migration_adds(database_url, database, "0007", "counter_entries", ["repository", "key"])
         command.downgrade(config, "0007")
         assert "counter_entries" not in inspect(database.engine).get_table_names()
     finally:

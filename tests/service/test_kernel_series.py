@@ -11,8 +11,6 @@ import httpx
 import numpy as np
 import pytest
 from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import func, inspect, select, text, update
 
@@ -31,7 +29,7 @@ from intelliperf.contract.worker import JobResult
 from intelliperf.jobqueue import make_celery
 from service.auth import ADMIN, create_token
 from service.db.migrate import alembic_config
-from service.db.models import Base, Job, JobEvent, KernelSample
+from service.db.models import Job, JobEvent, KernelSample
 from service.db.session import Database
 from service.dispatch import Dispatcher
 from service.job_end import finish
@@ -42,6 +40,7 @@ from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN as ADMIN_TOKEN
 from tests.service.conftest import WORKER_TOKEN, LiveService
 from tests.service.test_worker_api import deliver
+from tests.support.databases import assert_migration_adds
 from tests.support.reports import make_diagnosis, make_kernel
 from worker.service_client import ServiceClient
 
@@ -396,19 +395,9 @@ def test_the_retention_setting_comes_from_the_environment(monkeypatch: pytest.Mo
 
 def test_the_kernel_samples_migration_upgrades_and_downgrades(database_url: str) -> None:
     config = alembic_config(database_url)
-    command.upgrade(config, "0005")
     database = Database(database_url)
     try:
-        assert "kernel_samples" not in inspect(database.engine).get_table_names()
-        command.upgrade(config, "head")
-        found = inspect(database.engine)
-        assert "kernel_samples" in found.get_table_names()
-        assert [u["column_names"] for u in found.get_unique_constraints("kernel_samples")] == [
-            ["job_id", "kernel"]
-        ]
-        with database.engine.connect() as connection:  # the migration makes what the model describes
-            differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-        assert [d for d in differences if "kernel_samples" in repr(d)] == []
+        assert_migration_adds(database_url, database, "0005", "kernel_samples", ["job_id", "kernel"])
         job_id = finished_job(database, spec(), report())
         command.downgrade(config, "0005")
         assert "kernel_samples" not in inspect(database.engine).get_table_names()

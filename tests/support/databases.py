@@ -5,8 +5,12 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-__all__ = ["flushed_redis_database", "fresh_postgres_database"]
+if TYPE_CHECKING:
+    from service.db.session import Database
+
+__all__ = ["assert_migration_adds", "flushed_redis_database", "fresh_postgres_database"]
 
 
 @contextlib.contextmanager
@@ -42,3 +46,28 @@ def flushed_redis_database(base_url: str, number: int) -> Iterator[str]:
     finally:
         client.flushdb()
         client.close()
+
+
+def assert_migration_adds(
+    database_url: str, database: Database, before: str, table: str, unique: list[str]
+) -> None:
+    """From revision ``before`` to head, the migrations add ``table`` with its ``unique`` columns, as the
+    model describes it (``database`` is at ``database_url``)."""
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from service.db.migrate import alembic_config
+    from service.db.models import Base
+
+    config = alembic_config(database_url)
+    command.upgrade(config, before)
+    assert table not in inspect(database.engine).get_table_names()
+    command.upgrade(config, "head")
+    found = inspect(database.engine)
+    assert table in found.get_table_names()
+    assert [u["column_names"] for u in found.get_unique_constraints(table)] == [unique]
+    with database.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert [d for d in differences if table in repr(d)] == []
