@@ -158,7 +158,8 @@ class KernelHistory(BaseModel):
     repository: str
     kernel: str
     samples: list[dict[str, Any]] = Field(
-        description="Oldest first: commit, ref, job_id, created_at, device, launches, median_ns, mean_ns"
+        description="Oldest first: commit, ref, job_id, created_at, device, launches, median_ns, mean_ns "
+        "(each job's launch durations are left out to keep the reply small; GET /v1/kernels/series has them)"
     )
     total: int = Field(description="Samples in the series in all")
     change_points: list[ChangePoint] = Field(description="Where the kernel's time moved to a new level")
@@ -345,7 +346,7 @@ def read_kernel_history(request: KernelHistoryRequest) -> KernelHistory:
     return KernelHistory(
         repository=request.repository,
         kernel=request.kernel,
-        samples=series["items"],
+        samples=[{k: v for k, v in item.items() if k != "launch_ns"} for item in series["items"]],
         total=series["total"],
         change_points=series["change_points"],
         change_points_note=series.get("change_points_note"),

@@ -102,6 +102,7 @@ def record_samples(
                 "median_ns": kernel.median_ns,
                 "mean_ns": kernel.mean_ns,
                 "total_ns": kernel.total_ns,
+                "launch_ns": kernel.launch_ns or None,
                 "created_at": now,
             }
         )

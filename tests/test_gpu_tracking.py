@@ -8,6 +8,7 @@ are diagnosed alike."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from benchmarks.tracking_history import FAST, HISTORY, KERNEL, built_project, me
 from intelliperf.contract import Application, JobSpec, RepositoryRef, TrackSettings
 from service.auth import ADMIN
 from service.db.migrate import upgrade
-from service.db.models import Job
+from service.db.models import Job, KernelSample
 from service.db.session import Database
 from service.job_end import finish
 from service.jobs import submit
@@ -55,6 +56,7 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
             series = kernel_series(session, "acme/kernels", KERNEL, None, limit=100, ref="main")
             changes, note = series_change_points(series.samples)
             compared = compare_job_to_base(session, pull, "main", 0.03)
+            kept = session.scalars(select(KernelSample).where(KernelSample.kernel == KERNEL)).all()
             jobs = session.scalars(select(Job)).all()
             fixes = [JobSpec.model_validate(j.spec) for j in jobs if j.spec["pull_request"].get("note")]
     finally:
@@ -67,6 +69,12 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
     (fix,) = fixes
     assert fix.kernel == f"^{KERNEL}$" and fix.formula == "auto" and fix.pull_request.create_pr
     assert fix.pull_request.note is not None and f"from commit {6:07x} on `main`" in fix.pull_request.note
+    # each sample keeps the timing pass's launch durations, whose median is the sample's
+    assert len(kept) == len(reports) + 1
+    for sample in kept:
+        assert sample.launch_ns is not None and len(sample.launch_ns) == min(sample.launches, 256)
+        if sample.launches <= 256:  # every launch kept
+            assert statistics.median(sample.launch_ns) == sample.median_ns
     (move,) = [m for m in compared.moves if m.kernel.startswith("transpose_tiled")]
     assert move.moved and move.change < -0.3, move
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from intelliperf.contract.report import SourceLine
+from intelliperf.contract.report import LAUNCH_DURATIONS_KEPT, SourceLine
 from intelliperf.errors import ProfileError
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "MissingMetricError",
     "Quantity",
     "SourceRow",
+    "kept_launch_durations",
     "shape_hash",
     "stats_of",
 ]
@@ -240,6 +241,19 @@ class KernelStats:
     max_ns: int
     code_hash: str | None = None
     shape_hash: str | None = None
+    launch_ns: tuple[int, ...] = ()
+    """Launch durations as the report keeps them (`kept_launch_durations`): the series' per-launch noise."""
+
+
+def kept_launch_durations(values: Sequence[int]) -> tuple[int, ...]:
+    """Every launch's duration where there are at most LAUNCH_DURATIONS_KEPT, else that many taken evenly
+    over the run in trace order (the first and the last always), so that a run's warm-up and its end both
+    show."""
+    count = len(values)
+    if count <= LAUNCH_DURATIONS_KEPT:
+        return tuple(int(v) for v in values)
+    last = LAUNCH_DURATIONS_KEPT - 1
+    return tuple(int(values[(i * (count - 1) + last // 2) // last]) for i in range(LAUNCH_DURATIONS_KEPT))
 
 
 LaunchShape = tuple[int, ...]
@@ -274,6 +288,7 @@ def stats_of(
             max_ns=max(values),
             code_hash=(codes or {}).get(name),
             shape_hash=(shapes or {}).get(name),
+            launch_ns=kept_launch_durations(values),
         )
         for name, values in durations.items()
         if values

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 __all__ = [
+    "LAUNCH_DURATIONS_KEPT",
     "REPORT_VERSION",
     "Attempt",
     "AttemptStatus",
@@ -50,6 +51,11 @@ class DeviceInfo(_Frozen):
     driver: str | None = None
 
 
+LAUNCH_DURATIONS_KEPT = 256
+"""How many launch durations a kernel's report entry keeps: enough to see the spread of one run, few enough
+that a program of 70,000 launches writes a report of kilobytes."""
+
+
 class RankedKernel(_Frozen):
     rank: int = Field(ge=1)
     name: str = Field(description="Mangled name as launched")
@@ -75,6 +81,12 @@ class RankedKernel(_Frozen):
         pattern=r"^[0-9a-f]{16}$",
         description="A hash of the set of launch configurations (grid, block, shared memory) the kernel ran "
         "with; None where the timing pass does not see them",
+    )
+    launch_ns: list[NonNegativeInt] = Field(
+        default_factory=list,
+        max_length=LAUNCH_DURATIONS_KEPT,
+        description="Launch durations in ns, in trace order: every launch up to 256, else 256 taken evenly "
+        "over the run (first and last included); empty in reports written before they were kept",
     )
 
 

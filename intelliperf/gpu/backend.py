@@ -43,6 +43,7 @@ def rank_kernels(kernels: Sequence[KernelStats]) -> list[RankedKernel]:
             library=is_library_kernel(k.demangled),
             code_hash=k.code_hash,
             shape_hash=k.shape_hash,
+            launch_ns=list(k.launch_ns),
         )
         for i, k in enumerate(ordered, start=1)
     ]

@@ -155,6 +155,10 @@ class KernelSampleOut(BaseModel):
     counters_reused: bool | None = Field(
         description="Its counters came from an earlier job with the same code and shapes; null: not profiled"
     )
+    launch_ns: list[int] | None = Field(
+        description="The timing pass's launch durations in ns (every launch up to 256, else 256 evenly over "
+        "the run): the spread within the job; null for a job whose report kept none"
+    )
 
 
 class KernelSeries(BaseModel):

@@ -349,3 +349,32 @@ def test_triton_kernel(gpu: None, native_lib: Path, tmp_path: Path) -> None:
     timed = run_timed([sys.executable, str(app)], kernel_regex="^add_kernel$", cwd=tmp_path, timeout_s=300,
                       library=native_lib)  # fmt: skip
     assert [x.index for x in timed.launches] == [0, 1]  # cuLaunchKernelEx, on PyTorch's stream
+
+
+def test_a_triton_kernels_code_hash_follows_its_code_not_its_compilation(
+    gpu: None, native_lib: Path, tmp_path: Path
+) -> None:
+    """Triton compiles the kernel afresh in each of two empty caches: the same code hash both times (its
+    compiled cubin's own section, not where or when it was compiled); a kernel that subtracts instead of
+    adding hashes otherwise (issue 43: for Triton, the compiled kernel's hash). The trace keeps each
+    launch's duration."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    source = textwrap.dedent(TRITON_APP)
+    changed = source.replace("mask=m) + tl.load(y_ptr", "mask=m) - tl.load(y_ptr")
+    assert changed != source
+    runs = []
+    for name, text in (("first", source), ("second", source), ("changed", changed)):
+        app = tmp_path / name / "triton_app.py"
+        app.parent.mkdir()
+        app.write_text(text)
+        cache = tmp_path / name / "triton-cache"
+        run = run_traced([sys.executable, str(app)], cwd=app.parent, timeout_s=300, library=native_lib,
+                         env={"TRITON_CACHE_DIR": str(cache)})  # fmt: skip
+        assert any(cache.rglob("*.cubin")), f"Triton did not compile into {cache}"
+        runs.append({s.name: s for s in run.stats}["add_kernel"])
+    first, second, changed_run = runs
+    assert first.code_hash is not None and len(first.code_hash) == 16
+    assert second.code_hash == first.code_hash and changed_run.code_hash != first.code_hash
+    assert first.shape_hash == second.shape_hash == changed_run.shape_hash
+    assert len(first.launch_ns) == first.launches == 2 and all(ns > 0 for ns in first.launch_ns)

@@ -5,7 +5,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from intelliperf.contract import JOB_SPEC_VERSION, Application, JobSpec, Report
+from intelliperf.contract import JOB_SPEC_VERSION, Application, JobSpec, RankedKernel, Report
+from intelliperf.contract.report import LAUNCH_DURATIONS_KEPT
+from tests.support.reports import make_kernel
 
 
 def spec(**overrides: object) -> JobSpec:
@@ -82,3 +84,12 @@ def test_whether_a_job_optimizes_is_decided_by_its_formula(formula: str, optimiz
     assert spec.optimizes is optimizes
     only_diagnosed = Application(command=["./a"], formula="diagnoseOnly")
     assert spec.for_application(only_diagnosed).optimizes is False
+
+
+def test_a_ranked_kernel_keeps_at_most_the_kept_launch_durations() -> None:
+    kernel = make_kernel(1, "_Z1kv", launches=LAUNCH_DURATIONS_KEPT + 1).model_dump()
+    assert RankedKernel.model_validate({**kernel, "launch_ns": [5] * LAUNCH_DURATIONS_KEPT}).launch_ns
+    for refused in ([5] * (LAUNCH_DURATIONS_KEPT + 1), [-1]):
+        with pytest.raises(ValidationError, match="launch_ns"):
+            RankedKernel.model_validate({**kernel, "launch_ns": refused})
+    assert RankedKernel.model_validate(kernel).launch_ns == []  # a report written before they were kept

@@ -388,6 +388,7 @@ def test_kernel_history_reads_a_series_and_its_change_point_from_a_live_service(
         found, unknown, bad = over_stdio(work, INTELLIPERF_SERVICE_URL=live.url, INTELLIPERF_TOKEN=ADMIN)
     history = KernelHistory.model_validate(structured(found))
     assert history.total == 20 and len(history.samples) == 20
+    assert all("launch_ns" not in sample for sample in history.samples)  # the spread stays in the API
     assert [c.commit for c in history.change_points] == [f"{5:07x}"] and history.change_points_note is None
     assert unknown.is_error and "HTTP 404" in text_of(unknown)
     assert bad.is_error and "repository" in text_of(bad)

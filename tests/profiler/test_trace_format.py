@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import re
 import struct
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from intelliperf.contract.profile import kept_launch_durations, stats_of
+from intelliperf.contract.report import LAUNCH_DURATIONS_KEPT
 from intelliperf.errors import ProfileError
 from profiler.trace import (
     LAUNCH_RECORD,
@@ -189,6 +192,23 @@ def test_native_trace_durations_and_launches_by_kernel(tmp_path: Path) -> None:
     (a, b) = summarize_tables([table, table])
     assert (a.name, a.launches, a.total_ns, a.median_ns, a.demangled) == ("a", 4, 320, 80.0, "a()")
     assert (b.name, b.launches, b.total_ns) == ("b", 2, 100)
+    assert (a.launch_ns, b.launch_ns) == ((150, 10, 150, 10), (50, 50))  # trace order, every process's
+
+
+def test_a_kernel_keeps_every_launch_duration_up_to_the_limit_then_evenly_over_the_run() -> None:
+    """At LAUNCH_DURATIONS_KEPT launches every one is kept; one more and the kept ones are spread over the
+    whole run, the first and the last included, in trace order."""
+    at_limit = list(range(LAUNCH_DURATIONS_KEPT))
+    assert kept_launch_durations(at_limit) == tuple(at_limit)
+    over = kept_launch_durations(list(range(LAUNCH_DURATIONS_KEPT + 1)))
+    assert len(over) == LAUNCH_DURATIONS_KEPT and (over[0], over[-1]) == (0, LAUNCH_DURATIONS_KEPT)
+    many = kept_launch_durations([10 * i for i in range(70_000)])
+    assert len(many) == LAUNCH_DURATIONS_KEPT and (many[0], many[-1]) == (0, 699_990)
+    steps = {b - a for a, b in pairwise(many)}
+    assert steps <= {2740, 2750}  # evenly: 69,999 / 255 launches apart, rounded
+    assert list(many) == sorted(many) and kept_launch_durations([]) == ()
+    (stats,) = stats_of({"k": [7] * 70_000}, {})
+    assert stats.launches == 70_000 and stats.launch_ns == (7,) * LAUNCH_DURATIONS_KEPT
 
 
 def test_a_native_trace_without_launches_is_empty(tmp_path: Path) -> None:

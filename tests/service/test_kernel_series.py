@@ -63,10 +63,13 @@ def kernel(
     library: bool = False,
     code_hash: str | None = None,
     shape_hash: str | None = None,
+    launch_ns: list[int] | None = None,
 ) -> RankedKernel:
     demangled = f"{name[4:]}(…)"
     made = make_kernel(rank, name, median_ns=median_ns, launches=20, library=library, demangled=demangled)
-    return made.model_copy(update={"code_hash": code_hash, "shape_hash": shape_hash})
+    return made.model_copy(
+        update={"code_hash": code_hash, "shape_hash": shape_hash, "launch_ns": launch_ns or []}
+    )
 
 
 def diagnosis(kernel_name: str, formula: str, *locations: tuple[str, int]) -> Diagnosis:
@@ -101,7 +104,14 @@ def report(
         project_directory=".",
         formula_requested="auto",
         kernels=[
-            kernel(1, TRANSPOSE, transpose_ns, code_hash=transpose_code, shape_hash=TRANSPOSE_SHAPE),
+            kernel(
+                1,
+                TRANSPOSE,
+                transpose_ns,
+                code_hash=transpose_code,
+                shape_hash=TRANSPOSE_SHAPE,
+                launch_ns=transpose_launches(transpose_ns),
+            ),
             kernel(2, SORT, 30_000.0, library=True),
             kernel(3, INIT, 40_768.0),
         ],
@@ -112,6 +122,11 @@ def report(
         ],
         reused_counters=reused_counters if reused else [],
     ).model_dump(mode="json")
+
+
+def transpose_launches(median_ns: float) -> list[int]:
+    """The 20 launches' durations a timing pass of the transpose kernel kept: its median and a slow first."""
+    return [round(median_ns * 1.5), *([round(median_ns)] * 19)]
 
 
 def spec(repository: str = "acme/kernels", commit: str | None = None, ref: str = "main") -> JobSpec:
@@ -173,6 +188,7 @@ def test_a_finished_jobs_report_records_each_project_kernel_once(live: LiveServi
     assert (transpose.code_hash, init.code_hash) == (TRANSPOSE_CODE, None)  # init's module was not seen
     assert (transpose.shape_hash, init.shape_hash) == (TRANSPOSE_SHAPE, None)
     assert (transpose.counters_reused, init.counters_reused) == (False, False)  # both profiled, this job
+    assert (transpose.launch_ns, init.launch_ns) == ([121_441, *[80_960] * 19], None)  # init's: none kept
     assert transpose.created_at == init.created_at == finished_at
     with db.session() as session:  # the job's end recorded once more (a reaper, a retried transaction)
         finish(session, job_id, status="succeeded", outcome="diagnosed", report=report(transpose_ns=1.0))
@@ -269,6 +285,7 @@ def test_the_series_api_reads_a_kernels_samples_in_time_order(live: LiveService,
             "code_hash": TRANSPOSE_CODE,
             "shape_hash": TRANSPOSE_SHAPE,
             "counters_reused": False,
+            "launch_ns": [105, *[70] * 19],
         }
         on_h100 = client.get(
             "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "device": H100, "limit": 2}
@@ -399,6 +416,13 @@ def test_the_kernel_samples_migration_upgrades_and_downgrades(database_url: str)
     try:
         assert_migration_adds(database_url, database, "0005", "kernel_samples", ["job_id", "kernel"])
         job_id = finished_job(database, spec(), report())
+        command.downgrade(config, "0008")  # the launch durations' column goes, the samples stay
+        columns = {c["name"] for c in inspect(database.engine).get_columns("kernel_samples")}
+        with database.session() as session:
+            kept = session.scalar(text("SELECT count(*) FROM kernel_samples"))
+        assert "launch_ns" not in columns and kept == 2
+        command.upgrade(config, "head")
+        assert [s.launch_ns for s in samples(database, job_id)] == [None, None]
         command.downgrade(config, "0005")
         assert "kernel_samples" not in inspect(database.engine).get_table_names()
         with database.session() as session:  # the jobs survive the downgrade
