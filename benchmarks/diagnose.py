@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.common import plain_wall
+from benchmarks.common import earlier_outputs, joined_rows, plain_wall
 from intelliperf.contract import Application, JobSpec, Report
 from intelliperf.contract.kernel_names import function_name
 from intelliperf.engine.diagnose import run_diagnosis
@@ -262,13 +262,6 @@ def summarize(rows: list[dict], device: str) -> dict:
     return result
 
 
-def earlier_rows(outputs: list[Path], measured_again: set[str]) -> list[dict]:
-    """The rows of earlier outputs, less those of the examples this run measures again (their new rows
-    replace them)."""
-    rows = [row for earlier in outputs for row in json.loads(earlier.read_text())["examples"]]
-    return [row for row in rows if row["example"] not in measured_again]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "diagnose.json")
@@ -280,13 +273,18 @@ def main() -> int:
         type=Path,
         nargs="*",
         default=[],
-        help="earlier outputs of this script (one device call is limited) whose rows join this run's; "
-        "an example measured again here replaces its earlier rows",
+        help="earlier outputs of this script on the same device (one device call is limited) whose rows "
+        "join this run's; an example measured again here replaces its earlier rows",
     )
     args = parser.parse_args()
+    device = NvidiaBackend().device().name
+    try:
+        earlier = earlier_outputs(args.rows_from, device)  # before the run: no GPU time lost
+    except ValueError as error:
+        parser.error(str(error))
     subprocess.run(["make", "-C", str(EXAMPLES), "-j8", "-s"], check=True)
     manifest = json.loads((EXAMPLES / "examples.json").read_text())
-    rows = earlier_rows(args.rows_from, set(args.only.split(",")) if args.only else set())
+    rows = []
     for example in manifest:
         if args.only and example["name"] not in args.only.split(","):
             continue
@@ -294,8 +292,8 @@ def main() -> int:
             row = measure(example, variant, args.repeats, args.record)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    result = summarize(rows, NvidiaBackend().device().name)
-    device = result["device"]
+    rows = joined_rows(earlier, rows, key="example", order=[e["name"] for e in manifest])
+    result = summarize(rows, device)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     header = f"{'example':18} {'variant':8} {'expected':17} {'selected':17} {'plain s':>8} {'timing x':>9} "

@@ -35,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import device_name, plain_wall
+from benchmarks.common import device_name, earlier_outputs, joined_rows, plain_wall
 from benchmarks.loop_scenarios import FEEDBACK_EXAMPLE, MANIFEST, feedback_script, known_fix
 from intelliperf.contract import JobSpec, Report
 from tests.support.fake_github import FakeGitHub
@@ -253,22 +253,6 @@ def run_all(reports: Path, record: Path | None, only: str | None) -> tuple[list[
     return rows, feedback
 
 
-def refuse_other_devices(earlier: list[dict], device: str) -> None:
-    """Raises ValueError unless every earlier output comes from ``device``: one table compares one GPU's
-    numbers. Checked before the run, so a wrong file costs no GPU time."""
-    others = sorted({output["device"] for output in earlier} - {device})
-    if others:
-        raise ValueError(f"the earlier rows come from {', '.join(others)}, this run from {device}")
-
-
-def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
-    """This run's rows and the rows of earlier outputs of this script (one device call is limited) for
-    the examples this run did not run, in manifest order."""
-    by_name = {row["name"]: row for output in earlier for row in output["examples"]}
-    by_name |= {row["name"]: row for row in rows}
-    return [by_name[e["name"]] for e in MANIFEST if e["name"] in by_name]
-
-
 def resummarize(previous: Path, reports: Path) -> tuple[list[dict], dict]:
     old = json.loads(previous.read_text())
     by_name = {row["name"]: row for row in old["examples"]}
@@ -315,13 +299,12 @@ def main() -> int:
     if args.resummarize:
         rows, feedback = resummarize(args.out, args.reports)
     else:
-        earlier = [json.loads(path.read_text()) for path in args.rows_from]
         try:
-            refuse_other_devices(earlier, device_name())
+            earlier = earlier_outputs(args.rows_from, device_name())  # before the run: no GPU time lost
         except ValueError as error:
             parser.error(str(error))
         rows, feedback = run_all(args.reports, args.record, args.only)
-        rows = merged_rows(earlier, rows)
+        rows = joined_rows(earlier, rows, key="name", order=[e["name"] for e in MANIFEST])
         for output in earlier:
             if "feedback_statuses" in output and "feedback_statuses" not in feedback:
                 feedback["feedback_statuses"] = output["feedback_statuses"]

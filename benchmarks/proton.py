@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import device_name
+from benchmarks.common import device_name, earlier_outputs, joined_rows
 from benchmarks.ncu.pages import export_page, parse_raw_csv
 from benchmarks.proton_shares import (
     function_span,
@@ -228,30 +228,36 @@ def main() -> int:
         "to join earlier outputs)",
     )
     parser.add_argument(
-        "--rows-from", type=Path, nargs="*", default=[], help="earlier outputs whose rows to include"
+        "--rows-from",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="earlier outputs on the same device whose rows to include; an example measured again here "
+        "replaces its earlier rows",
     )
     parser.add_argument(
         "--record", type=Path, default=None, help="keep each same-launch measurement here (test fixtures)"
     )
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only is not None else None
-    manifest = [
-        e
-        for e in json.loads((EXAMPLES / "examples.json").read_text())
-        if e.get("language") == "triton" and (only is None or e["name"] in only)
-    ]
-    earlier = [json.loads(path.read_text()) for path in args.rows_from]
-    devices = {output["device"] for output in earlier} | ({device_name()} if manifest else set())
-    if len(devices) != 1:
-        parser.error(f"the rows would come from {len(devices)} devices: {sorted(devices)}")
-    rows = [row for output in earlier for row in output["examples"]]
+    examples = json.loads((EXAMPLES / "examples.json").read_text())
+    manifest = [e for e in examples if e.get("language") == "triton" and (only is None or e["name"] in only)]
+    measured_here = device_name() if manifest else None  # None: the run only joins earlier outputs
+    try:
+        earlier = earlier_outputs(args.rows_from, measured_here)  # before the run: no GPU time lost
+    except ValueError as error:
+        parser.error(str(error))
+    device = measured_here or (earlier[0]["device"] if earlier else None)
+    if device is None:
+        parser.error("no example to measure and no --rows-from: there would be no rows")
+    rows = []
     with tempfile.TemporaryDirectory(prefix="intelliperf-proton-bench-") as tmp:
         for example in manifest:
             for variant in ("original", "fixed"):
                 row = measure(example, variant, args.iterations, Path(tmp), args.record)
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "regions"}), flush=True)
-    (device,) = devices
+    rows = joined_rows(earlier, rows, key="example", order=[e["name"] for e in examples])
     result = summarize(rows, device)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

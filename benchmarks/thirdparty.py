@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks.common import device_name
+from benchmarks.common import device_name, earlier_outputs, joined_rows
 from intelliperf.contract import Report
 from intelliperf.errors import IntelliPerfError
 from intelliperf.gpu.nvidia.backend import NvidiaBackend
@@ -105,13 +105,17 @@ def rounds_for(warm_s: float, repeats: int) -> int:
     return min(repeats, LONG_RUN_REPEATS) if warm_s > LONG_RUN_S else repeats
 
 
-def kept_rows(earlier: list[dict], measured: list[dict]) -> list[dict]:
-    """The rows measured now, and the earlier ones of programs not measured now (a row that was not
-    started now keeps its earlier measurement), in manifest order."""
-    now = {row["name"]: row for row in measured if not str(row.get("error", "")).startswith("not started")}
+NOT_STARTED = "not started: --budget-s ran out"
+
+
+def with_earlier_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
+    """This run's rows joined with the rows of ``earlier`` outputs (benchmarks.common.joined_rows), in
+    manifest order. A program that was not started now (``--budget-s``) was not measured: its row is only
+    a placeholder, which an earlier row of that program replaces and which stays where there is none."""
+    placeholders = [row for row in rows if row.get("error") == NOT_STARTED]
+    measured = [row for row in rows if row.get("error") != NOT_STARTED]
     order = [p.name for p in load_fetch().read_manifest()]
-    merged = {row["name"]: row for row in earlier} | now
-    return [merged[name] for name in order if name in merged]
+    return joined_rows([{"rows": placeholders}, *earlier], measured, key="name", order=order, field="rows")
 
 
 def plain_run(argv: list[str], cwd: Path) -> float:
@@ -205,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0, help="no program starts after this")
     parser.add_argument(
         "--rows-from", type=Path, default=None,
-        help="an earlier results file: its rows of the programs not measured now are kept (device calls "
-        "are 10 minutes; each row is measured side by side within itself)",
+        help="an earlier results file on the same device: its rows of the programs not measured now are "
+        "kept (device calls are 10 minutes; each row is measured side by side within itself)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     fetch = load_fetch()
@@ -218,20 +222,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"thirdparty: not fetched into {args.sources}: {', '.join(missing)} "
               "(python benchmarks/thirdparty/fetch.py --into ...)", file=sys.stderr)  # fmt: skip
         return 2
+    device = device_name()
+    try:  # before the run: no GPU time lost
+        earlier = earlier_outputs([args.rows_from] if args.rows_from is not None else [], device)
+    except ValueError as error:
+        parser.error(str(error))
     began = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory(prefix="thirdparty-") as scratch:
         reports = args.reports or Path(scratch) / "reports"
         for program in programs:
             if time.monotonic() - began > args.budget_s:
-                rows.append({"name": program.name, "error": "not started: --budget-s ran out"})
+                rows.append({"name": program.name, "error": NOT_STARTED})
                 continue
             row = measure(program, args.sources, Path(scratch), reports, args.repeats)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.rows_from is not None:
-        rows = kept_rows(json.loads(args.rows_from.read_text())["rows"], rows)
-    result = {"device": device_name(), "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    if earlier:
+        rows = with_earlier_rows(earlier, rows)
+    result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
               **summarize(rows), "rows": rows}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

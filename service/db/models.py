@@ -200,7 +200,8 @@ class KernelSample(Base):
     mean_ns: Mapped[float] = mapped_column(Float)
     total_ns: Mapped[int] = mapped_column(BigInteger)
     launch_ns: Mapped[list[int] | None] = mapped_column(
-        JSON, doc="The report's launch durations (at most 256, evenly over the run); None before they were kept"
+        JSON,
+        doc="The report's launch durations (at most 256, evenly over the run); None before they were kept",
     )
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.diagnose import earlier_rows, savings, summarize
+from benchmarks.common import earlier_outputs, joined_rows
+from benchmarks.diagnose import EXAMPLES, savings, summarize
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -45,14 +46,20 @@ def test_an_example_without_a_measured_fix_is_left_out_not_counted_as_zero() -> 
 
 
 def test_an_example_measured_again_replaces_its_earlier_rows(tmp_path: Path) -> None:
+    """Both variants' rows of an example go when it is measured again; the other examples' stay."""
     earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({"examples": rows_of("diagnose_python.json")}))
-    kept = earlier_rows([earlier], {"triton_atomic"})
-    assert {row["example"] for row in kept} == {
+    earlier.write_text(json.dumps({"device": "NVIDIA H200", "examples": rows_of("diagnose_python.json")}))
+    order = [e["name"] for e in json.loads((EXAMPLES / "examples.json").read_text())]
+    now = [{"example": "triton_atomic", "variant": v, "again": True} for v in ("original", "fixed")]
+    rows = joined_rows(earlier_outputs([earlier], "NVIDIA H200"), now, key="example", order=order)
+    assert len(rows) == 10
+    assert {row["example"] for row in rows if "again" not in row} == {
         "triton_strided",
         "triton_spill",
         "torch_model",
         "triton_few_warps",
     }
-    assert len(kept) == 8
-    assert len(earlier_rows([earlier, earlier], set())) == 20
+    assert [row["variant"] for row in rows if row["example"] == "triton_atomic"] == ["original", "fixed"]
+    assert all(row.get("again") for row in rows if row["example"] == "triton_atomic")
+    twice = joined_rows(earlier_outputs([earlier, earlier], "NVIDIA H200"), [], key="example", order=order)
+    assert len(twice) == 10  # an example is never counted twice, even from two earlier outputs

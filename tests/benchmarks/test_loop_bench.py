@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from accordo.reproducer import REPRODUCER_FILES
-from benchmarks.loop import (
-    checks_text,
-    drop_reproducer,
-    judge_fields,
-    merged_rows,
-    open_pull,
-    refuse_other_devices,
-)
+from benchmarks.common import earlier_outputs, joined_rows
+from benchmarks.loop import MANIFEST, checks_text, drop_reproducer, judge_fields, open_pull
 from intelliperf.contract import Report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,20 +67,30 @@ def test_the_reproducer_leaves_the_reports_folder_and_the_row_keeps_its_size(tmp
     assert drop_reproducer(folder) == {"reproducer_bytes": None}
 
 
-def output(device: str, *names: str) -> dict:
-    return {"device": device, "examples": [{"name": name, "device_run": device} for name in names]}
+def output(folder: Path, file: str, device: str, *names: str) -> Path:
+    path = folder / file
+    path.write_text(
+        json.dumps({"device": device, "examples": [{"name": n, "device_run": device} for n in names]})
+    )
+    return path
 
 
-def test_earlier_rows_join_in_manifest_order_and_a_rerun_replaces_its_row() -> None:
-    earlier = [output("NVIDIA H200", "strided_copy", "transpose_bank"), output("NVIDIA H200", "aos_field")]
+def test_earlier_rows_join_in_manifest_order_and_a_rerun_replaces_its_row(tmp_path: Path) -> None:
+    paths = [
+        output(tmp_path, "a.json", "NVIDIA H200", "strided_copy", "transpose_bank"),
+        output(tmp_path, "b.json", "NVIDIA H200", "aos_field"),
+    ]
+    earlier = earlier_outputs(paths, "NVIDIA H200")
     now = [{"name": "transpose_bank", "device_run": "now"}]
-    refuse_other_devices(earlier, "NVIDIA H200")
-    rows = merged_rows(earlier, now)
+    rows = joined_rows(earlier, now, key="name", order=[e["name"] for e in MANIFEST])
     assert [row["name"] for row in rows] == ["transpose_bank", "strided_copy", "aos_field"]
     assert rows[0]["device_run"] == "now"
 
 
-def test_rows_from_another_device_are_refused() -> None:
-    earlier = [output("NVIDIA H200", "aos_field"), output("NVIDIA H100 80GB HBM3", "strided_copy")]
+def test_rows_from_another_device_are_refused(tmp_path: Path) -> None:
+    paths = [
+        output(tmp_path, "a.json", "NVIDIA H200", "aos_field"),
+        output(tmp_path, "b.json", "NVIDIA H100 80GB HBM3", "strided_copy"),
+    ]
     with pytest.raises(ValueError, match="H100 80GB HBM3, this run from NVIDIA H200"):
-        refuse_other_devices(earlier, "NVIDIA H200")
+        earlier_outputs(paths, "NVIDIA H200")

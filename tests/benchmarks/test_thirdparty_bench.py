@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from benchmarks.thirdparty import command, kept_rows, rounds_for, summarize, within_timing_target
+from benchmarks.thirdparty import (
+    NOT_STARTED,
+    command,
+    rounds_for,
+    summarize,
+    with_earlier_rows,
+    within_timing_target,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,20 +58,30 @@ def test_a_program_longer_than_5_s_gets_3_rounds_at_most() -> None:
 
 
 def test_rows_from_an_earlier_run_keep_what_was_not_measured_now_in_manifest_order() -> None:
-    earlier = [
-        {"name": "nanogpt-compiled", "plain_s": 20.0},
-        {"name": "hecbench-histogram", "plain_s": 0.6},
-        {"name": "hecbench-sort", "plain_s": 3.0},
-    ]
+    earlier = {
+        "device": "NVIDIA H200",
+        "rows": [
+            {"name": "nanogpt-compiled", "plain_s": 20.0},
+            {"name": "hecbench-histogram", "plain_s": 0.6},
+            {"name": "hecbench-sort", "plain_s": 3.0},
+        ],
+    }
     now = [
         {"name": "hecbench-sort", "plain_s": 1.0},
-        {"name": "nanogpt-compiled", "error": "not started: --budget-s ran out"},
+        {"name": "nanogpt-compiled", "error": NOT_STARTED},
         {"name": "hecbench-mandelbrot", "error": "make exited 2"},
     ]
-    rows = kept_rows(earlier, now)
+    rows = with_earlier_rows([earlier], now)
     assert [(r["name"], r.get("plain_s")) for r in rows] == [
         ("hecbench-histogram", 0.6),
         ("hecbench-sort", 1.0),
         ("hecbench-mandelbrot", None),
         ("nanogpt-compiled", 20.0),
     ]
+
+
+def test_a_program_not_started_now_and_never_measured_before_stays_a_row_with_its_error() -> None:
+    rows = with_earlier_rows(
+        [{"device": "NVIDIA H200", "rows": []}], [{"name": "hecbench-sort", "error": NOT_STARTED}]
+    )
+    assert rows == [{"name": "hecbench-sort", "error": NOT_STARTED}]
