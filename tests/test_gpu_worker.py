@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -119,9 +120,11 @@ def test_a_worker_runs_a_job_on_the_gpu_and_opens_the_pull_request(tmp_path: Pat
 
 
 def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kept(tmp_path: Path) -> None:
-    """Two pushes of unchanged code to the tracked base branch, through a real worker: the first pays the
-    counter pass and its counters are kept by the service, for the repository; the second is diagnosed
-    from them without a counter pass, alike."""
+    """Two pushes of unchanged code to the tracked base branch, each cloned by a real worker (only a job the
+    worker cloned from the branch publishes: JobSpec.publishes_counters): the first pays the counter pass and
+    its counters are kept by the service, for the repository; the second is diagnosed from them without a
+    counter pass, alike. git's own url.<base>.insteadOf, in the worker's environment, points the
+    repository's https URL at a bare repository in tmp_path (nothing leaves the machine)."""
     settings = ServiceSettings(
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path / 'jobs.db'}",
@@ -130,9 +133,12 @@ def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kep
         heartbeat_s=1.0,
         events_poll_s=0.1,
     )
-    files: dict[str, str | bytes] = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    url = "https://github.com/acme/kernels.git"
+    bare = pushed_repository(tmp_path / "pushes", EXAMPLE)
+    git_env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{bare.as_uri()}.insteadOf"}
+    git_env["GIT_CONFIG_VALUE_0"] = url
     spec = {
-        "repository": {"url": "https://github.com/acme/kernels.git", "ref": "main"},
+        "repository": {"url": url, "ref": "main"},
         "applications": [{"command": "./bin/transpose 20"}],
         "build_command": "make bin/transpose",
         "formula": "diagnoseOnly",
@@ -142,16 +148,13 @@ def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kep
     reports, events = [], []
     with (
         serve(settings) as live,
-        celery_worker(settings, "gpu-worker", tmp_path / "worker.log"),
+        celery_worker(settings, "gpu-worker", tmp_path / "worker.log", extra_env=git_env),
         live.client(token="gpu-admin") as client,
     ):
         for _push in range(2):
-            response = client.post(
-                "/v1/jobs",
-                data={"spec": json.dumps(spec)},
-                files={"archive": ("project.tar.gz", project_archive(files), "application/gzip")},
-            )
+            response = client.post("/v1/jobs", json=spec)
             assert response.status_code == 201, response.text
+            assert response.json()["source"] == "git", response.json()
             job_id = response.json()["id"]
             events.append(client.get(f"/v1/jobs/{job_id}/events", timeout=600).text)
             job = client.get(f"/v1/jobs/{job_id}").json()
@@ -171,3 +174,17 @@ def test_a_tracked_push_reuses_the_counters_an_earlier_push_of_the_same_code_kep
     with database.session() as session:  # one entry, the repository's
         assert session.execute(select(CounterEntry.repository)).scalars().all() == ["acme/kernels"]
     database.dispose()
+
+
+def pushed_repository(folder: Path, project: Path) -> Path:
+    """A bare repository whose main branch holds ``project``'s files, as a push to it would."""
+    work, bare = folder / "work", folder / "kernels.git"
+    work.mkdir(parents=True)
+    for path in project.iterdir():
+        if path.is_file():
+            (work / path.name).write_bytes(path.read_bytes())
+    identity = ["-c", "user.name=IntelliPerf test", "-c", "user.email=test@intelliperf.invalid"]
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], [*identity, "commit", "-q", "-m", "push"]):
+        subprocess.run(["git", *argv], cwd=work, check=True, capture_output=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True, capture_output=True)
+    return bare
