@@ -15,6 +15,7 @@ import pytest
 from accordo.capture import run_capture
 from accordo.timing import run_timed
 from intelliperf.errors import AppError, ProfileError
+from intelliperf.process import JIT_CACHE
 from profiler.trace import run_traced
 
 HERE = Path(__file__).resolve().parent
@@ -354,10 +355,11 @@ def test_triton_kernel(gpu: None, native_lib: Path, tmp_path: Path) -> None:
 def test_a_triton_kernels_code_hash_follows_its_code_not_its_compilation(
     gpu: None, native_lib: Path, tmp_path: Path
 ) -> None:
-    """Triton compiles the kernel afresh in each of two empty caches: the same code hash both times (its
-    compiled cubin's own section, not where or when it was compiled); a kernel that subtracts instead of
-    adding hashes otherwise (issue 43: for Triton, the compiled kernel's hash). The trace keeps each
-    launch's duration."""
+    """Triton compiles the kernel afresh in each of two folders (a traced run keeps Triton's cache in its
+    working folder: intelliperf.process.with_jit_cache): the same code hash both times (its compiled
+    cubin's own section, not where or when it was compiled); a kernel that subtracts instead of adding
+    hashes otherwise (issue 43: for Triton, the compiled kernel's hash). The trace keeps each launch's
+    duration."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     source = textwrap.dedent(TRITON_APP)
@@ -368,9 +370,8 @@ def test_a_triton_kernels_code_hash_follows_its_code_not_its_compilation(
         app = tmp_path / name / "triton_app.py"
         app.parent.mkdir()
         app.write_text(text)
-        cache = tmp_path / name / "triton-cache"
-        run = run_traced([sys.executable, str(app)], cwd=app.parent, timeout_s=300, library=native_lib,
-                         env={"TRITON_CACHE_DIR": str(cache)})  # fmt: skip
+        run = run_traced([sys.executable, str(app)], cwd=app.parent, timeout_s=300, library=native_lib)
+        cache = app.parent / JIT_CACHE
         assert any(cache.rglob("*.cubin")), f"Triton did not compile into {cache}"
         runs.append({s.name: s for s in run.stats}["add_kernel"])
     first, second, changed_run = runs
