@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from intelliperf.contract.counters import COUNTER_KEY, entry_bytes
+from intelliperf.contract.counters import COUNTER_KEY, entry_bytes, refusal_reason
 from worker.service_client import ContentRefused, ServiceClient
 
 __all__ = ["FOLDER", "OUTPUT", "Published", "download", "publish"]
@@ -79,4 +79,4 @@ def _readable(path: Path) -> bytes | str:
     try:
         return entry_bytes(path)
     except (OSError, ValueError) as error:
-        return str(error).splitlines()[0] or type(error).__name__
+        return refusal_reason(error)

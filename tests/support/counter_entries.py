@@ -11,6 +11,7 @@ from pathlib import Path
 from intelliperf.contract import JobSpec, Report
 from intelliperf.contract.counters import StoredCounters
 from intelliperf.engine.counter_store import CounterStore
+from intelliperf.repository_hosts import repository_name
 from tests.recorded import EXAMPLES
 from tests.support.hashed_replay import Hashed, diagnosed
 
@@ -63,6 +64,4 @@ def spec(ref: str = "main", repository: str | None = "acme/kernels", track: bool
 
 def repository_of(job: JobSpec) -> str | None:
     """owner/name, as the service names the job's repository from its URL."""
-    if job.repository is None:
-        return None
-    return job.repository.url.removeprefix("https://github.com/").removesuffix(".git")
+    return repository_name(job.repository.url) if job.repository else None
