@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 
 from benchmarks.tracking_history import FAST, HISTORY, KERNEL, built_project, measured, row_of, run_history
+from intelliperf.action._inputs import GithubContext
+from intelliperf.action._track import post_to_pull_request, tracked
 from intelliperf.contract import Application, JobSpec, RepositoryRef, TrackSettings
 from service.auth import ADMIN
 from service.db.migrate import upgrade
@@ -23,6 +27,10 @@ from service.db.session import Database
 from service.job_end import finish
 from service.jobs import submit
 from service.kernel_samples import compare_job_to_base, kernel_series, series_change_points
+from service.settings import ServiceSettings
+from tests.service.conftest import ADMIN as ADMIN_TOKEN
+from tests.service.conftest import WORKER_TOKEN, serve
+from tests.support.fake_github import FakeGitHub
 
 pytestmark = pytest.mark.gpu
 
@@ -78,6 +86,14 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
     (move,) = [m for m in compared.moves if m.kernel.startswith("transpose_tiled")]
     assert move.moved and move.change < -0.3, move
 
+    # the pull request's comment and check run, as the Action posts them from the service's answer
+    comments, checks = pull_request_comment(url, tmp_path / "service", pull)
+    (comment,) = comments
+    assert "kernel times against main" in comment["body"] and "transpose_tiled" in comment["body"]
+    assert f"| {move.change:+.1%} |" in comment["body"] and "| faster |" in comment["body"]
+    assert "/kernels?repository=acme%2Fkernels" in comment["body"]  # the link to the kernel's chart
+    assert [(c["head_sha"], c["conclusion"]) for c in checks] == [(PR_SHA, "success")]  # faster, none slower
+
     # reuse by code hash: one code hash per kernel version, the counter pass paid once for each
     assert len({row["code_hash"] for row in rows[:6]}) == len({row["code_hash"] for row in rows[6:]}) == 1
     assert rows[0]["code_hash"] != rows[6]["code_hash"] and rows[0]["code_hash"] is not None
@@ -93,3 +109,34 @@ def test_a_regression_in_gpu_timings_is_found_at_its_commit_and_answered(tmp_pat
     slow = [r["diagnoses"] for r in reports[6:]]
     assert all(d == slow[0] for d in slow)  # the reused diagnosis names the same lines
     assert pr_report["reused_counters"] and pr_report["passes"]["counters_s"] is None
+
+
+PR_SHA = "f00dfee" + "0" * 33
+
+
+def pull_request_comment(url: str, data_dir: Path, pull_job: str) -> tuple[list[dict[str, Any]], list[dict]]:
+    """The comment and check run the Action's `mode: track` posts on the pull request of ``pull_job`` (the
+    service's GET /v1/jobs/{id}/tracking, through a real service on the database at ``url``, posted to a
+    GitHub REST server on 127.0.0.1)."""
+    settings = ServiceSettings(
+        data_dir=data_dir,
+        database_url=url,
+        admin_token=ADMIN_TOKEN,  # type: ignore[arg-type]
+        worker_token=WORKER_TOKEN,  # type: ignore[arg-type]
+    )
+    with serve(settings, dispatch=False) as live, live.client() as client, FakeGitHub() as github:
+        answer = client.get(f"/v1/jobs/{pull_job}/tracking")
+        assert answer.status_code == 200, answer.text
+        repo = github.add_repository("acme/kernels", {"README.md": "kernels\n"})
+        repo.commit_files({"transpose.cu": "// the pull request\n"}, "faster", branch="feature")
+        pull = httpx.post(
+            f"{github.api_url}/repos/acme/kernels/pulls",
+            headers={"Authorization": f"token {github.token}"},
+            json={"title": "faster", "head": "feature", "base": "main"},
+        )
+        assert pull.status_code == 201, pull.text
+        context = GithubContext(
+            workspace=".", repository="acme/kernels", sha=PR_SHA, job="track", api_url=github.api_url
+        )
+        post_to_pull_request(context, github.token, pull.json()["number"], tracked([answer.json()], ["app"]))
+        return list(repo.comments), list(repo.check_runs)
