@@ -14,12 +14,11 @@ After each publish the repository's oldest entries are dropped until the rest fi
 from __future__ import annotations
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from intelliperf.contract.worker import CounterEntryInfo
 from service.db.models import CounterEntry, utcnow
+from service.db.session import upsert_insert
 
 __all__ = ["entry_body", "list_entries", "store_entry"]
 
@@ -54,8 +53,7 @@ def store_entry(
     Returns how many were dropped. One upsert (PostgreSQL and SQLite alike), so two jobs publishing the
     same key at once both succeed."""
     name = repository.lower()
-    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    new = dialect_insert(CounterEntry).values(
+    new = upsert_insert(session, CounterEntry).values(
         repository=name, key=key, body=body, size=len(body), job_id=job_id, created_at=utcnow()
     )
     replace = {column: new.excluded[column] for column in _REPLACED}

@@ -16,8 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, func, insert, literal, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,6 +23,7 @@ from intelliperf.contract import JobSpec
 from intelliperf.repository_hosts import repository_name
 from service.auth import Principal
 from service.db.models import FINISHED, Job, JobArchive, JobEvent, JobEventBatch, utcnow
+from service.db.session import upsert_insert
 from service.deliveries import forget_deliveries
 from service.job_log import note
 from service.secrets import delete_secrets
@@ -80,10 +79,9 @@ def add_event_batch(
     stored before (sent again after its answer was lost), and then nothing is written. The batch's number
     goes in with ON CONFLICT DO NOTHING RETURNING (PostgreSQL and SQLite alike): one statement, no
     savepoint."""
-    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     table = JobEventBatch.__table__
     key = {"job_id": job_id, "run_id": run_id, "batch": batch}
-    new = dialect_insert(table).values(key).on_conflict_do_nothing().returning(table.c.batch)
+    new = upsert_insert(session, table).values(key).on_conflict_do_nothing().returning(table.c.batch)
     if session.execute(new).first() is None:
         return False
     if events:

@@ -18,8 +18,6 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import and_, delete, func, or_, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -27,7 +25,7 @@ from intelliperf.contract import RankedKernel, Report
 from intelliperf.tracking.against_base import KernelMove, compare_to_base
 from intelliperf.tracking.changepoints import ChangePoint, CommitTimes, find_change_points
 from service.db.models import DEVICE_NAME_LENGTH, KERNEL_NAME_LENGTH, KernelSample
-from service.db.session import Database
+from service.db.session import Database, upsert_insert
 
 __all__ = [
     "PRUNE_BATCH",
@@ -108,8 +106,9 @@ def record_samples(
         )
     if not rows:
         return 0
-    dialect_insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    new = dialect_insert(KernelSample.__table__).on_conflict_do_nothing(index_elements=["job_id", "kernel"])
+    new = upsert_insert(session, KernelSample.__table__).on_conflict_do_nothing(
+        index_elements=["job_id", "kernel"]
+    )
     try:
         # a savepoint: whatever the database refuses in a report (the checks above cover what is known)
         # costs the samples, not the job's end

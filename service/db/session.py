@@ -9,15 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["Database"]
+__all__ = ["Database", "upsert_insert"]
 
 # A pooled connection that sat unused this long is pinged before it is handed out (the server may have
 # restarted or dropped it); a busy one is not, so a request costs no extra round trip. A connection that
 # breaks mid-use anyway is recognised as a disconnect and the whole pool is replaced.
 PING_IDLE_S = 5.0
+
+
+def upsert_insert(session: Session, table: Any) -> Any:
+    """An INSERT into ``table`` that takes ON CONFLICT clauses, in the dialect of the session's database
+    (PostgreSQL or SQLite, the two the service runs on)."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
