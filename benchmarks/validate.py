@@ -19,8 +19,10 @@ be trusted?
     python -m benchmarks.validate --out benchmarks/results/validate.json [--record DIR] [--repeats 3]
         [--only cases|examples|speedup|stability] [--pairs NAME ...]
 
-A run of some sections keeps the others' results from --out; ``devices`` says which GPU measured each
-section, and the table says when they differ.
+A run of some sections keeps the others' results from --out, and ``--pairs`` keeps the other examples'
+and speedup pairs' rows; each measured row names its ``device``, ``devices`` says which GPUs measured each
+section, and the table says when they differ. The output is written after every example and speedup
+pair, so a run stopped by a time limit keeps what it measured.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,11 +69,29 @@ TIMING_PAIRS = [
 SECTIONS = ("cases", "examples", "speedup", "stability")
 
 
-def section_devices(previous: dict, measured: set[str], device: str) -> dict[str, str | None]:
+def section_devices(
+    previous: dict, measured: set[str], device: str, rows: dict[str, list[dict]] | None = None
+) -> dict[str, str | None]:
     """The GPU that measured each section: this run's for the sections it measured, the earlier output's
-    for the others (``device`` of an output written before sections were recorded apart)."""
+    for the others (``device`` of an output written before sections were recorded apart). A section whose
+    ``rows`` name their ``device`` (examples and speedup pairs, which ``--pairs`` measures a few at a time)
+    says every GPU its rows were measured on, "; " between them; a row without one was the section's
+    earlier GPU's."""
     earlier = previous.get("devices") or {section: previous.get("device") for section in SECTIONS}
-    return {section: device if section in measured else earlier.get(section) for section in SECTIONS}
+    devices: dict[str, str | None] = {}
+    for section in SECTIONS:
+        kept = (rows or {}).get(section)
+        if kept:
+            names = {r.get("device") or earlier.get(section) for r in kept}
+            devices[section] = "; ".join(sorted(n for n in names if n)) or None
+        else:
+            devices[section] = device if section in measured else earlier.get(section)
+    return devices
+
+
+def replaced(rows: list[dict], row: dict) -> list[dict]:
+    """``rows`` with ``row`` in place of the earlier row of its pair (at the end when there was none)."""
+    return [r for r in rows if r["pair"] != row["pair"]] + [row]
 
 
 def _folder(example: dict) -> Path:
@@ -119,9 +140,11 @@ def case_rows(record: Path | None) -> list[dict]:
     return rows
 
 
-def example_rows() -> list[dict]:
-    rows = []
+def example_rows(only: Sequence[str] | None = None) -> Iterator[dict]:
+    """Each bundled example's fix judged (``only``: these examples), a row as soon as it is measured."""
     for example in json.loads((EXAMPLES / "examples.json").read_text()):
+        if only and example["name"] not in only:
+            continue
         folder = EXAMPLES / example["name"]
         ref = [example["app"], ITERATIONS]
         cand = [example["fixed_app"], ITERATIONS]
@@ -150,9 +173,8 @@ def example_rows() -> list[dict]:
             else 0,
         }
         row["right"] = row["verdict"] == expected and row["reason"] == reason
-        rows.append(row)
         print(json.dumps(row), flush=True)
-    return rows
+        yield row
 
 
 def harness_row(example: dict, repeats: int, with_cupti: bool = True) -> dict:
@@ -235,49 +257,22 @@ def fixed_source(example: dict) -> str:
     return f"{source.stem}_fixed{source.suffix}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "validate.json")
-    parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
-    parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
-    parser.add_argument("--only", choices=SECTIONS, action="append")
-    parser.add_argument("--pairs", nargs="+", help="measure only these speedup pairs (keep the others' rows)")
-    parser.add_argument("--stability-repeats", type=int, default=20, help="verdicts per float-sum case")
-    parser.add_argument(
-        "--cupti", action=argparse.BooleanOptionalAction, default=True, help="also time with the CUPTI timer"
-    )
-    args = parser.parse_args()
-    parts = set(args.only or SECTIONS)
-    if shutil.which("nvidia-smi") is None:
-        print("this benchmark needs an NVIDIA GPU", file=sys.stderr)
-        return 3
-    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    manifest = json.loads((EXAMPLES / "examples.json").read_text())
-    cases = case_rows(args.record) if "cases" in parts else previous.get("cases_accordo", [])
-    examples = example_rows() if "examples" in parts else previous.get("cases_examples", [])
-    speed = previous.get("speedup_pairs", [])
-    if "speedup" in parts:
-        subprocess.run(["make"], cwd=EXAMPLES / "accordo_timing", check=True, capture_output=True)
-        pairs = [e for e in manifest if EXAMPLE_EXPECTED.get(e["name"], ("pass",))[0] == "pass"]
-        for example in [*pairs, *TIMING_PAIRS]:
-            if args.pairs and example["name"] not in args.pairs:
-                continue
-            row = harness_row(example, args.repeats, with_cupti=args.cupti)
-            speed = [r for r in speed if r["pair"] != row["pair"]] + [row]
-            print(json.dumps(row), flush=True)
-    stable = previous.get("stability")
-    if "stability" in parts:
-        stable = stability(args.stability_repeats)
+def summary(
+    previous: dict,
+    parts: set[str],
+    device: str,
+    cases: list[dict],
+    examples: list[dict],
+    speed: list[dict],
+    stable: dict | None,
+) -> dict:
+    """validate.json from its sections' rows."""
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
-    device = device_name()
-    devices = section_devices(previous, parts, device)
-    result = {
+    return {
         "device": device,
-        "devices": devices,
+        "devices": section_devices(previous, parts, device, {"examples": examples, "speedup": speed}),
         "cases": [
             {k: r[k] for k in ("pair", "expected", "expected_reason", "verdict", "reason", "detail", "right")}
             for r in all_cases
@@ -307,8 +302,63 @@ def main() -> int:
             "verdict_stability": 1.0,
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "validate.json")
+    parser.add_argument("--record", type=Path, help="keep the accordo_cases capture files (small n) here")
+    parser.add_argument("--repeats", type=int, default=3, help="independent speedup measurements per pair")
+    parser.add_argument("--only", choices=SECTIONS, action="append")
+    parser.add_argument(
+        "--pairs", nargs="+", help="measure only these examples and speedup pairs (keep the others' rows)"
+    )
+    parser.add_argument("--stability-repeats", type=int, default=20, help="verdicts per float-sum case")
+    parser.add_argument(
+        "--cupti", action=argparse.BooleanOptionalAction, default=True, help="also time with the CUPTI timer"
+    )
+    args = parser.parse_args()
+    parts = set(args.only or SECTIONS)
+    if shutil.which("nvidia-smi") is None:
+        print("this benchmark needs an NVIDIA GPU", file=sys.stderr)
+        return 3
+    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    manifest = json.loads((EXAMPLES / "examples.json").read_text())
+    device = device_name()
+    cases = case_rows(args.record) if "cases" in parts else previous.get("cases_accordo", [])
+    examples = previous.get("cases_examples", [])
+    speed = previous.get("speedup_pairs", [])
+    stable = previous.get("stability")
+
+    def write() -> dict:
+        """The output as it stands, written at once: a run stopped midway keeps every row it measured."""
+        result = summary(previous, parts, device, cases, examples, speed, stable)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        return result
+
+    write()
+    if "examples" in parts:
+        for row in example_rows(args.pairs):
+            examples = replaced(examples, {**row, "device": device})
+            write()
+    if "speedup" in parts:
+        subprocess.run(["make"], cwd=EXAMPLES / "accordo_timing", check=True, capture_output=True)
+        pairs = [e for e in manifest if EXAMPLE_EXPECTED.get(e["name"], ("pass",))[0] == "pass"]
+        for example in [*pairs, *TIMING_PAIRS]:
+            if args.pairs and example["name"] not in args.pairs:
+                continue
+            row = harness_row(example, args.repeats, with_cupti=args.cupti)
+            speed = replaced(speed, {**row, "device": device})
+            print(json.dumps(row), flush=True)
+            write()
+    if "stability" in parts:
+        stable = stability(args.stability_repeats)
+    result = write()
+    all_cases = cases + examples
+    devices = result["devices"]
     print()
     print(f"{'pair':<28} {'expected':<26} {'verdict':<26} right")
     for r in all_cases:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.validate import SECTIONS, section_devices
+from benchmarks.validate import SECTIONS, replaced, section_devices, summary
 
 
 def test_a_run_of_some_sections_keeps_the_earlier_devices_of_the_others() -> None:
@@ -21,3 +21,35 @@ def test_a_run_of_some_sections_keeps_the_earlier_devices_of_the_others() -> Non
 def test_a_first_run_of_some_sections_knows_no_device_for_the_others() -> None:
     devices = section_devices({}, {"speedup"}, "NVIDIA H200")
     assert devices == {section: ("NVIDIA H200" if section == "speedup" else None) for section in SECTIONS}
+
+
+def test_a_section_measured_a_few_pairs_at_a_time_names_every_gpu_its_rows_came_from() -> None:
+    earlier = {"devices": {section: "NVIDIA H100 80GB HBM3" for section in SECTIONS}}
+    rows = [{"pair": "transpose_bank", "device": "NVIDIA H200"}, {"pair": "work_queue"}]
+    devices = section_devices(earlier, {"examples"}, "NVIDIA H200", {"examples": rows, "speedup": []})
+    assert devices["examples"] == "NVIDIA H100 80GB HBM3; NVIDIA H200"
+    assert devices["speedup"] == "NVIDIA H100 80GB HBM3"
+    rows[1]["device"] = "NVIDIA H200"
+    again = section_devices(earlier, {"examples"}, "NVIDIA H200", {"examples": rows})
+    assert again["examples"] == "NVIDIA H200"
+
+
+def test_a_pair_measured_again_replaces_its_row_and_a_new_one_comes_last() -> None:
+    rows = [{"pair": "a", "speedup": 1.0}, {"pair": "b", "speedup": 2.0}]
+    rows = replaced(rows, {"pair": "a", "speedup": 1.5})
+    assert rows == [{"pair": "b", "speedup": 2.0}, {"pair": "a", "speedup": 1.5}]
+    assert [r["pair"] for r in replaced(rows, {"pair": "c"})] == ["b", "a", "c"]
+
+
+def test_the_summary_counts_only_the_rows_it_holds() -> None:
+    examples = [
+        {"pair": "x", "expected": "pass", "expected_reason": None, "verdict": "pass", "reason": None,
+         "detail": None, "right": True, "capture_ratio": 1.2, "device": "NVIDIA H200"},
+        {"pair": "y", "expected": "pass", "expected_reason": None, "verdict": "fail",
+         "reason": "timing_disagreement", "detail": "d", "right": False, "capture_ratio": 1.6},
+    ]  # fmt: skip
+    result = summary({"device": "NVIDIA H100 80GB HBM3"}, {"examples"}, "NVIDIA H200", [], examples, [], None)
+    assert result["verdicts_right"] == 0.5
+    assert result["capture_ratio"] == 1.4 and result["capture_ratio_max"] == 1.6
+    assert result["devices"]["examples"] == "NVIDIA H100 80GB HBM3; NVIDIA H200"
+    assert result["speedup_error"] is None and result["verdict_stability"] is None
