@@ -82,8 +82,10 @@ def section_devices(
     for section in SECTIONS:
         kept = (rows or {}).get(section)
         if kept:
-            names = {r.get("device") or earlier.get(section) for r in kept}
-            devices[section] = "; ".join(sorted(n for n in names if n)) or None
+            names = {
+                n for r in kept for n in (r.get("device") or earlier.get(section) or "").split("; ") if n
+            }
+            devices[section] = "; ".join(sorted(names)) or None
         else:
             devices[section] = device if section in measured else earlier.get(section)
     return devices
@@ -146,8 +148,8 @@ def example_rows(only: Sequence[str] | None = None) -> Iterator[dict]:
         if only and example["name"] not in only:
             continue
         folder = EXAMPLES / example["name"]
-        ref = [example["app"], ITERATIONS]
-        cand = [example["fixed_app"], ITERATIONS]
+        ref = [f"./{example['app']}", ITERATIONS]
+        cand = [f"./{example['fixed_app']}", ITERATIONS]
         expected, reason = EXAMPLE_EXPECTED.get(example["name"], ("pass", None))
         started = time.perf_counter()
         result = validate(example["kernel"], ref, cand, cwd=folder, options=ValidationOptions(runs=10))
@@ -346,7 +348,12 @@ def main() -> int:
             write()
     if "speedup" in parts:
         subprocess.run(["make"], cwd=EXAMPLES / "accordo_timing", check=True, capture_output=True)
-        pairs = [e for e in manifest if EXAMPLE_EXPECTED.get(e["name"], ("pass",))[0] == "pass"]
+        # the harness compiles a CUDA source's kernel: the compiled examples (Triton and PyTorch have none)
+        pairs = [
+            e
+            for e in manifest
+            if e["build"] is not None and EXAMPLE_EXPECTED.get(e["name"], ("pass",))[0] == "pass"
+        ]
         for example in [*pairs, *TIMING_PAIRS]:
             if args.pairs and example["name"] not in args.pairs:
                 continue

@@ -53,3 +53,12 @@ def test_the_summary_counts_only_the_rows_it_holds() -> None:
     assert result["capture_ratio"] == 1.4 and result["capture_ratio_max"] == 1.6
     assert result["devices"]["examples"] == "NVIDIA H100 80GB HBM3; NVIDIA H200"
     assert result["speedup_error"] is None and result["verdict_stability"] is None
+
+
+def test_a_section_written_twice_names_each_gpu_once() -> None:
+    """The second run reads the first one's joined devices back as the earlier GPU of rows without one."""
+    first = {"devices": {section: "NVIDIA H100 80GB HBM3" for section in SECTIONS}}
+    rows = [{"pair": "a", "device": "NVIDIA H200"}, {"pair": "b"}]
+    devices = section_devices(first, {"examples"}, "NVIDIA H200", {"examples": rows})
+    again = section_devices({"devices": devices}, {"examples"}, "NVIDIA H200", {"examples": rows})
+    assert again["examples"] == "NVIDIA H100 80GB HBM3; NVIDIA H200"
