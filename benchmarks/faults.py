@@ -65,7 +65,7 @@ from typing import Any
 import httpx
 
 from benchmarks.service import free_port, server_argv
-from tests.support.processes import named
+from tests.support.processes import live_processes, named
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "faults.json"
@@ -860,6 +860,23 @@ if [ ! -e {marker} ]; then touch {marker}; exec 3>/proc/$PPID/fd/1; echo >&3 spa
 """
 
 
+def supervisors_of(worker_pid: int) -> list[int]:
+    """The job supervisors (worker.job_supervisor) a worker started: their --worker-pid names it."""
+    wanted = (b"worker.job_supervisor", b"--worker-pid", str(worker_pid).encode())
+    return [p.pid for p in live_processes() if all(part in p.argv for part in wanted)]
+
+
+def process_status(pid: int) -> dict[str, str] | str:
+    """A process's state, parent and signal masks from /proc/PID/status, or "gone": what a cleanup that
+    did not happen leaves to look at (a supervisor that never got its parent-death signal, or ignores it)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "gone"
+    keep = ("State", "PPid", "SigBlk", "SigIgn", "SigCgt")
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in lines) if k in keep}
+
+
 def scenario_worker_killed(stack: Stack) -> Outcome:
     token = f"ipkill-{uuid.uuid4().hex[:10]}"
     marker = stack.folder / f"{token}.started"
@@ -869,12 +886,17 @@ def scenario_worker_killed(stack: Stack) -> Outcome:
         job_id = stack.submit(spec)
         _wait(lambda: len(named(token)) >= 3 and _printed(stack, job_id, "spawned"), 60)
         scratch_during = len(list(tmp.glob("intelliperf-job-*")))
+        supervisors = supervisors_of(doomed.pid)
         doomed.kill()  # the worker process alone, SIGKILL: nothing of it runs again
         doomed.wait()
         killed_at = time.monotonic()
         _wait(lambda: not named(token) and not list(tmp.glob("intelliperf-job-*")), 30, fail=False)
         cleaned_s = time.monotonic() - killed_at
         left_processes, left_scratch = named(token), list(tmp.glob("intelliperf-job-*"))
+        # when something was left, what its supervisor was doing (kept in the facts, read when it fails)
+        left_status = (
+            {pid: process_status(pid) for pid in [*supervisors, *left_processes]} if left_processes else {}
+        )
     for pid in left_processes:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
@@ -887,7 +909,10 @@ def scenario_worker_killed(stack: Stack) -> Outcome:
         "scratch_folders_left": len(left_scratch),
         "cleaned_within_s": round(cleaned_s, 1),
         "runs": states.get(job_id, {}).get("runs"),
+        "supervisors": supervisors,
     }
+    if left_status:
+        outcome.facts["left_status"] = left_status
     outcome.jobs_lost += bool(left_processes) + bool(left_scratch)
     return outcome
 

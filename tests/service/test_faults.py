@@ -4,6 +4,7 @@ broker, real worker processes. Nothing may be lost, stuck, run twice, duplicated
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -101,7 +102,9 @@ def test_two_workers_on_one_host_run_ten_jobs_once_each(stack: Stack) -> None:
 
 def test_a_worker_killed_mid_job_leaves_no_process_and_no_scratch_folder(stack: Stack) -> None:
     outcome = scenario_worker_killed(stack)
-    nothing_wrong(outcome)
+    # the job ran under one supervisor; what it and the left processes were doing, should any be left
+    assert len(outcome.facts["supervisors"]) == 1, outcome.facts
+    assert outcome.failures() == {}, json.dumps(outcome.facts, default=str)
     assert outcome.facts["scratch_folders_during_job"] == 1
     assert outcome.facts["processes_left"] == 0 and outcome.facts["scratch_folders_left"] == 0
     assert outcome.facts["runs"] == 2  # the killed run, and the one that finished it
