@@ -101,8 +101,10 @@ def _folder(example: dict) -> Path:
 
 
 def _argv(example: dict, side: str) -> list[str]:
+    """The command of one side of a pair, run in its folder (``./``: a script's name alone would be looked
+    up on PATH)."""
     return [
-        example["app"] if side == "original" else example["fixed_app"],
+        f"./{example['app'] if side == 'original' else example['fixed_app']}",
         *example.get("args", [ITERATIONS]),
     ]
 
@@ -147,9 +149,8 @@ def example_rows(only: Sequence[str] | None = None) -> Iterator[dict]:
     for example in json.loads((EXAMPLES / "examples.json").read_text()):
         if only and example["name"] not in only:
             continue
-        folder = EXAMPLES / example["name"]
-        ref = [f"./{example['app']}", ITERATIONS]
-        cand = [f"./{example['fixed_app']}", ITERATIONS]
+        folder = _folder(example)
+        ref, cand = _argv(example, "original"), _argv(example, "fixed")
         expected, reason = EXAMPLE_EXPECTED.get(example["name"], ("pass", None))
         started = time.perf_counter()
         result = validate(example["kernel"], ref, cand, cwd=folder, options=ValidationOptions(runs=10))
@@ -261,20 +262,20 @@ def fixed_source(example: dict) -> str:
 
 def summary(
     previous: dict,
-    parts: set[str],
+    measured: set[str],
     device: str,
     cases: list[dict],
     examples: list[dict],
     speed: list[dict],
     stable: dict | None,
 ) -> dict:
-    """validate.json from its sections' rows."""
+    """validate.json from its sections' rows; ``measured``: the sections this run has measured so far."""
     all_cases = cases + examples
     cvs = [r["speedup_cv"] for r in speed if r["speedup_cv"] is not None]
     cupti_errors = [r["speedup_error_cupti"] for r in speed if r.get("speedup_error_cupti") is not None]
     return {
         "device": device,
-        "devices": section_devices(previous, parts, device, {"examples": examples, "speedup": speed}),
+        "devices": section_devices(previous, measured, device, {"examples": examples, "speedup": speed}),
         "cases": [
             {k: r[k] for k in ("pair", "expected", "expected_reason", "verdict", "reason", "detail", "right")}
             for r in all_cases
@@ -329,23 +330,28 @@ def main() -> int:
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     manifest = json.loads((EXAMPLES / "examples.json").read_text())
     device = device_name()
-    cases = case_rows(args.record) if "cases" in parts else previous.get("cases_accordo", [])
+    cases = previous.get("cases_accordo", [])
     examples = previous.get("cases_examples", [])
     speed = previous.get("speedup_pairs", [])
     stable = previous.get("stability")
+    measured: set[str] = set()  # the sections done so far: a run stopped midway claims no other
 
     def write() -> dict:
         """The output as it stands, written at once: a run stopped midway keeps every row it measured."""
-        result = summary(previous, parts, device, cases, examples, speed, stable)
+        result = summary(previous, measured, device, cases, examples, speed, stable)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
         return result
 
-    write()
+    if "cases" in parts:
+        cases = case_rows(args.record)
+        measured.add("cases")
+        write()
     if "examples" in parts:
         for row in example_rows(args.pairs):
             examples = replaced(examples, {**row, "device": device})
             write()
+        measured.add("examples")
     if "speedup" in parts:
         subprocess.run(["make"], cwd=EXAMPLES / "accordo_timing", check=True, capture_output=True)
         # the harness compiles a CUDA source's kernel: the compiled examples (Triton and PyTorch have none)
@@ -361,8 +367,10 @@ def main() -> int:
             speed = replaced(speed, {**row, "device": device})
             print(json.dumps(row), flush=True)
             write()
+        measured.add("speedup")
     if "stability" in parts:
         stable = stability(args.stability_repeats)
+        measured.add("stability")
     result = write()
     all_cases = cases + examples
     devices = result["devices"]

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks import validate
 from benchmarks.validate import SECTIONS, replaced, section_devices, summary
 
 
@@ -62,3 +70,35 @@ def test_a_section_written_twice_names_each_gpu_once() -> None:
     devices = section_devices(first, {"examples"}, "NVIDIA H200", {"examples": rows})
     again = section_devices({"devices": devices}, {"examples"}, "NVIDIA H200", {"examples": rows})
     assert again["examples"] == "NVIDIA H100 80GB HBM3; NVIDIA H200"
+
+
+def test_a_run_stopped_midway_keeps_its_rows_and_claims_no_section_it_did_not_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a device call's time limit leaves: the examples measured so far, written; the stability
+    section asked for but never reached keeps its earlier GPU."""
+    out = tmp_path / "validate.json"
+    out.write_text(json.dumps({"devices": {section: "GPU-A" for section in SECTIONS}}))
+    row = {"pair": "transpose_bank", "expected": "pass", "expected_reason": None, "verdict": "pass",
+           "reason": None, "detail": None, "right": True, "capture_ratio": 1.3}  # fmt: skip
+
+    def one_row_then_killed(_only: object) -> Iterator[dict]:
+        yield row
+        raise TimeoutError("the call's limit")
+
+    monkeypatch.setattr(validate.shutil, "which", lambda _name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(validate, "device_name", lambda: "GPU-B")
+    monkeypatch.setattr(validate, "example_rows", one_row_then_killed)
+    monkeypatch.setattr(
+        sys, "argv", ["validate", "--out", str(out), "--only", "examples", "--only", "stability"]
+    )
+    with pytest.raises(TimeoutError):
+        validate.main()
+    written = json.loads(out.read_text())
+    assert [(r["pair"], r["device"]) for r in written["cases_examples"]] == [("transpose_bank", "GPU-B")]
+    assert written["devices"] == {
+        "cases": "GPU-A",
+        "examples": "GPU-B",
+        "speedup": "GPU-A",
+        "stability": "GPU-A",
+    }
