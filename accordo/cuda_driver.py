@@ -77,12 +77,30 @@ class Driver:
 
     # ---- modules -------------------------------------------------------------------------------------
 
-    def load_function(self, image: bytes, name: str) -> ctypes.c_void_p:
+    def load_module(self, image: bytes) -> ctypes.c_void_p:
         module = ctypes.c_void_p()
         self._call("cuModuleLoadData", ctypes.byref(module), ctypes.c_char_p(image))
+        return module
+
+    def module_function(self, module: ctypes.c_void_p, name: str) -> ctypes.c_void_p:
         function = ctypes.c_void_p()
         self._call("cuModuleGetFunction", ctypes.byref(function), module, ctypes.c_char_p(name.encode()))
         return function
+
+    def module_variable(self, module: ctypes.c_void_p, name: str) -> tuple[int, int]:
+        """The device address and size of the module's variable ``name``."""
+        ptr, nbytes = ctypes.c_uint64(), ctypes.c_size_t()
+        self._call(
+            "cuModuleGetGlobal_v2",
+            ctypes.byref(ptr),
+            ctypes.byref(nbytes),
+            module,
+            ctypes.c_char_p(name.encode()),
+        )
+        return ptr.value, nbytes.value
+
+    def load_function(self, image: bytes, name: str) -> ctypes.c_void_p:
+        return self.module_function(self.load_module(image), name)
 
     def allow_dynamic_shared(self, function: ctypes.c_void_p, nbytes: int) -> None:
         """Opt ``function`` into ``nbytes`` of dynamic shared memory where that is above the default."""

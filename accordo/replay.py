@@ -19,8 +19,11 @@ to the new allocations (same offsets) and launches the kernel with the captured 
 It cannot replay (``replay_problem``) a launch without SHAPE or MODULE (a capture from an older library),
 one made inside a CUDA graph capture, one with a parameter whose value was unavailable, or one whose
 snapshots are incomplete. Memory reached only through pointers inside structs, or a module's own
-``__device__``/``__constant__`` variables that the program set, is not in the capture: the reference's
-own replay then differs from its capture, which accordo.replay_check reports as replay not applicable.
+``__device__``/``__constant__`` variables that the program set, is not in the capture: every replayed
+launch starts from the module's variables as loaded (accordo.cubin_variables; a work-queue counter the
+program zeroes before each launch replays right, and the second of two timed launches does not find the
+queue drained by the first), and where the program had set them otherwise the reference's own replay
+differs from its capture, which accordo.replay_check reports as replay not applicable.
 
 Runs as ``python -m accordo.replay outputs CAPTURE OUT`` or ``python -m accordo.replay time REF CAND``
 (JSON on stdout), in a process of its own: a kernel that faults leaves its context unusable.
@@ -29,7 +32,6 @@ Runs as ``python -m accordo.replay outputs CAPTURE OUT`` or ``python -m accordo.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import struct
 import sys
@@ -37,11 +39,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from intelliperf.errors import ProfileError
 
 from .capture import Capture, Launch, read_capture
 from .capture_writer import CaptureWriter
+from .cubin_variables import device_variables
 from .cuda_driver import Driver, DriverError
 
 __all__ = ["Prepared", "prepare", "replay_outputs", "replay_problem", "replay_times", "timed_launch"]
@@ -78,17 +82,39 @@ class _Allocation:
 
 
 @dataclass
+class _Variable:
+    name: str
+    device: int  # the module variable's address
+    pristine: int  # a copy of what it held when the module was loaded
+    nbytes: int
+
+
+@dataclass
+class Loaded:
+    """A captured module loaded once per replay: its kernels by mangled name, and its writable variables
+    with a copy of their load-time bytes (accordo.cubin_variables)."""
+
+    handle: Any
+    functions: dict[str, Any]
+    variables: list[_Variable]
+
+
+@dataclass
 class Prepared:
-    """One launch set up on the device: run it with ``restore`` and ``launch``."""
+    """One launch set up on the device: run it with ``restore`` and ``launch``. ``restore`` puts back the
+    inputs the capture holds and the module's variables as loaded, so every replayed launch starts alike."""
 
     launch: Launch
-    function: ctypes.c_void_p
+    function: Any
     params: list[bytes]
     allocations: list[_Allocation]
+    variables: list[_Variable]
 
     def restore(self, driver: Driver) -> None:
         for a in self.allocations:
             driver.copy(a.device, a.pristine, a.nbytes)
+        for v in self.variables:
+            driver.copy(v.device, v.pristine, v.nbytes)
 
     def run(self, driver: Driver) -> None:
         shape = self.launch.shape
@@ -106,21 +132,35 @@ class Prepared:
             driver.free(a.pristine)
 
 
-Functions = dict[tuple[int, str], ctypes.c_void_p]  # loaded kernels by (module index, mangled name)
+Modules = dict[int, Loaded]  # the capture's modules loaded so far, by module index
 
 
-def prepare(driver: Driver, capture: Capture, launch: Launch, functions: Functions) -> Prepared:
-    """Load ``launch``'s kernel (once per module and name: ``functions``) and its inputs onto the device.
-    A module holds many kernels (a template's instantiations), so the name is part of the key."""
+def load(driver: Driver, image: bytes) -> Loaded:
+    """``image`` loaded, and a copy of each writable variable's load-time bytes kept beside it."""
+    handle = driver.load_module(image)
+    variables = []
+    for name in device_variables(image):
+        device, nbytes = driver.module_variable(handle, name)
+        pristine = driver.alloc(nbytes)
+        driver.copy(pristine, device, nbytes)
+        variables.append(_Variable(name, device, pristine, nbytes))
+    return Loaded(handle, {}, variables)
+
+
+def prepare(driver: Driver, capture: Capture, launch: Launch, modules: Modules) -> Prepared:
+    """Load ``launch``'s module (once per capture: ``modules``), its kernel and its inputs onto the device.
+    A module holds many kernels (a template's instantiations) and its variables are shared by them."""
     problem = replay_problem(capture, launch)
     if problem is not None:
         raise ValueError(problem)
     module = capture.module_of(launch)
     assert module is not None and launch.shape is not None
-    key = (module.index, launch.name)
-    if key not in functions:
-        functions[key] = driver.load_function(module.image, launch.name)
-    function = functions[key]
+    if module.index not in modules:
+        modules[module.index] = load(driver, module.image)
+    loaded = modules[module.index]
+    if launch.name not in loaded.functions:
+        loaded.functions[launch.name] = driver.module_function(loaded.handle, launch.name)
+    function = loaded.functions[launch.name]
     driver.allow_dynamic_shared(function, launch.shape.dynamic_shared)
 
     allocations: dict[int, _Allocation] = {}
@@ -142,7 +182,7 @@ def prepare(driver: Driver, capture: Capture, launch: Launch, functions: Functio
             allocation = _Allocation(p.index, p.alloc_base, p.alloc_size, device, pristine, window)
             allocations[p.alloc_base] = allocation
         params.append(struct.pack("<Q", allocation.device + (p.pointer - p.alloc_base)))
-    return Prepared(launch, function, params, list(allocations.values()))
+    return Prepared(launch, function, params, list(allocations.values()), loaded.variables)
 
 
 def replay_outputs(capture_path: Path, out_path: Path, driver: Driver) -> dict[str, object]:
@@ -152,12 +192,12 @@ def replay_outputs(capture_path: Path, out_path: Path, driver: Driver) -> dict[s
         problem = replay_problem(capture, launch)
         if problem is not None:
             return {"problem": problem}
-    functions: Functions = {}
+    modules: Modules = {}
     with CaptureWriter(out_path) as writer:
         for module in capture.modules:
             writer.module(module, module.index)
         for launch in capture.launches:
-            prepared = prepare(driver, capture, launch, functions)
+            prepared = prepare(driver, capture, launch, modules)
             prepared.restore(driver)
             prepared.run(driver)
             after = prepared.outputs(driver)

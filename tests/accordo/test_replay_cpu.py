@@ -24,6 +24,13 @@ from intelliperf.errors import ProfileError
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK_SUM = ROOT / "tests" / "fixtures" / "captures" / "block_sum"
+VARIABLES_CUBIN = ROOT / "tests" / "fixtures" / "cubins" / "variables_sm90.cubin"
+# An ELF64 little-endian header with no sections: a module image that holds no variables.
+_EMPTY_ELF = (
+    b"\x7fELF\x02\x01\x01"
+    + bytes(9)
+    + struct.pack("<HHIQQQIHHHHHH", 1, 190, 1, 0, 0, 0, 0, 64, 0, 0, 64, 0, 0)
+)
 SHAPE = LaunchShape(
     grid=(17, 1, 1),
     block=(256, 1, 1),
@@ -45,9 +52,10 @@ def _record_types(path: Path) -> list[int]:
     return types
 
 
-def _module(tmp_path: Path, names: tuple[str, ...]) -> Module:
+def _module(tmp_path: Path, names: tuple[str, ...], image_bytes: bytes | None = None) -> Module:
+    """A MODULE record of ``names``: a real cubin (``image_bytes``) or, by default, a minimal ELF64 header."""
     image = tmp_path / "image.bin"
-    image.write_bytes(b"\x7fELF stand-in image")
+    image.write_bytes(image_bytes if image_bytes is not None else _EMPTY_ELF)
     with image.open("rb") as f:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     return Module(0, names, len(data), 0, data)
@@ -167,6 +175,8 @@ class PythonDriver:
         self.memory: dict[int, bytearray] = {}
         self.next = 0x10000
         self.launched: list[tuple[str, list[bytes]]] = []
+        self.variables: dict[str, int] = {}
+        self.queue_seen: list[int] = []
 
     def _at(self, ptr: int) -> tuple[bytearray, int]:
         for base, block in self.memory.items():
@@ -174,8 +184,18 @@ class PythonDriver:
                 return block, ptr - base
         raise AssertionError(f"{ptr:#x} is in no allocation")
 
-    def load_function(self, image: bytes, name: str) -> str:
+    def load_module(self, image: bytes) -> bytes:
+        return image
+
+    def module_function(self, module: bytes, name: str) -> str:
         return name
+
+    def module_variable(self, module: bytes, name: str) -> tuple[int, int]:
+        """Each variable 4 bytes, loaded as 7 (queue_next, the one the stand-in kernel takes from)."""
+        if name not in self.variables:
+            self.variables[name] = self.alloc(4)
+            self.upload(self.variables[name], struct.pack("<I", 7))
+        return self.variables[name], 4
 
     def allow_dynamic_shared(self, function: str, nbytes: int) -> None:
         assert nbytes == 0
@@ -207,6 +227,10 @@ class PythonDriver:
 
     def launch(self, function: str, grid: tuple, block: tuple, shared: int, params: list[bytes]) -> None:
         self.launched.append((function, params))
+        if "queue_next" in self.variables:  # a work queue's counter: read, then drained
+            (seen,) = struct.unpack("<I", self.download(self.variables["queue_next"], 4))
+            self.queue_seen.append(seen)
+            self.upload(self.variables["queue_next"], struct.pack("<I", 1 << 30))
         (src,), (dst,), (n,) = (
             struct.unpack("<Q", params[0]),
             struct.unpack("<Q", params[1]),
@@ -226,6 +250,7 @@ def test_a_replay_places_the_buffers_moves_the_pointers_and_reads_the_outputs(tm
     assert answer == {"launches": 5}
     replayed = read_capture(tmp_path / "replayed.bin")
     assert len(driver.launched) == 5 and not driver.memory  # every allocation freed
+    assert not driver.variables  # the stand-in image is no cubin with variables
     for launch, (function, params) in zip(capture.launches, driver.launched, strict=True):
         assert function == launch.name and params[2] == launch.params[2].raw  # the scalar as captured
         moved = [struct.unpack("<Q", p)[0] for p in params[:2]]
@@ -242,6 +267,19 @@ def test_a_replay_places_the_buffers_moves_the_pointers_and_reads_the_outputs(tm
         assert out is not None
         np.testing.assert_array_equal(out.view(np.float32, count=len(expected)), expected)
         assert theirs.buffer(0, "after").tobytes() == ours.buffer(0, "after").tobytes()  # type: ignore[union-attr]
+
+
+def test_every_replayed_launch_starts_from_the_modules_variables_as_loaded(tmp_path: Path) -> None:
+    """A work-queue kernel drains its counter; the capture holds its buffers, not the counter. Each of the
+    five replayed launches must find the counter as the module was loaded, not drained by the launch
+    before (the timed replay of examples/work_queue did nothing from its second launch on)."""
+    original = read_capture(BLOCK_SUM / "reference-1.bin")
+    module = _module(tmp_path, (original.launches[0].name,), VARIABLES_CUBIN.read_bytes())
+    source = write_capture(_with_shapes(original, module), tmp_path / "ref.bin")
+    driver = PythonDriver()
+    assert replay_outputs(source, tmp_path / "replayed.bin", driver) == {"launches": 5}  # type: ignore[arg-type]
+    assert set(driver.variables) == {"queue_next", "running_total", "launches_seen"}
+    assert driver.queue_seen == [7, 7, 7, 7, 7]
 
 
 def test_a_replay_refuses_a_capture_it_cannot_replay(tmp_path: Path) -> None:
