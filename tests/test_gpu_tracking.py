@@ -12,7 +12,6 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import select
 
@@ -129,14 +128,9 @@ def pull_request_comment(url: str, data_dir: Path, pull_job: str) -> tuple[list[
         assert answer.status_code == 200, answer.text
         repo = github.add_repository("acme/kernels", {"README.md": "kernels\n"})
         repo.commit_files({"transpose.cu": "// the pull request\n"}, "faster", branch="feature")
-        pull = httpx.post(
-            f"{github.api_url}/repos/acme/kernels/pulls",
-            headers={"Authorization": f"token {github.token}"},
-            json={"title": "faster", "head": "feature", "base": "main"},
-        )
-        assert pull.status_code == 201, pull.text
+        number = github.open_pull("acme/kernels", "feature", title="faster")
         context = GithubContext(
             workspace=".", repository="acme/kernels", sha=PR_SHA, job="track", api_url=github.api_url
         )
-        post_to_pull_request(context, github.token, pull.json()["number"], tracked([answer.json()], ["app"]))
+        post_to_pull_request(context, github.token, number, tracked([answer.json()], ["app"]))
         return list(repo.comments), list(repo.check_runs)

@@ -10,7 +10,6 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from intelliperf.action._track import CHECK_NAME
@@ -30,13 +29,7 @@ def github() -> Iterator[tuple[FakeGitHub, FakeRepository]]:
 
 def open_pull(gh: FakeGitHub, repo: FakeRepository, branch: str) -> tuple[int, str]:
     head = repo.commit_files({"kernels/t.cu": f"// {branch}\n"}, f"work on {branch}", branch=branch)
-    created = httpx.post(
-        f"{gh.api_url}/repos/octo/kernels/pulls",
-        headers={"Authorization": f"token {gh.token}"},
-        json={"title": branch, "head": branch, "base": "main"},
-    )
-    assert created.status_code == 201, created.text
-    return int(created.json()["number"]), head
+    return gh.open_pull("octo/kernels", branch), head
 
 
 def on_branch(ws: Path, url: str, branch: str, sha: str, profile: str = "profile") -> Step:

@@ -19,13 +19,7 @@ def github() -> Iterator[tuple[FakeGitHub, FakeRepository, int]]:
     with FakeGitHub() as gh:
         repo = gh.add_repository("octo/kernels", {"README.md": "kernels\n"})
         repo.commit_files({"kernels/t.cu": "// work\n"}, "work", branch="work")
-        created = httpx.post(
-            f"{gh.api_url}/repos/octo/kernels/pulls",
-            headers={"Authorization": f"token {gh.token}"},
-            json={"title": "work", "head": "work", "base": "main"},
-        )
-        assert created.status_code == 201, created.text
-        yield gh, repo, int(created.json()["number"])
+        yield gh, repo, gh.open_pull("octo/kernels", "work")
 
 
 def context(gh: FakeGitHub, job: str, sha: str) -> GithubContext:

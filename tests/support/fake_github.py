@@ -27,6 +27,7 @@ import re
 import threading
 import time
 import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -252,6 +253,19 @@ class FakeGitHub:
         text = message or {422: "Validation Failed", 500: "Internal Server Error"}.get(status, "Error")
         with self._lock:
             self._failures.append(_Failure(status, method.upper(), path_pattern, text, times))
+
+    def open_pull(self, full_name: str, head: str, *, base: str = "main", title: str | None = None) -> int:
+        """Open a pull request of ``head`` into ``base`` through the REST API, as a person's client would;
+        its number."""
+        request = urllib.request.Request(
+            f"{self.api_url}/repos/{full_name}/pulls",
+            data=json.dumps({"title": title or head, "head": head, "base": base}).encode(),
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as created:  # an error status raises HTTPError
+            assert created.status == 201, created.read()
+            return int(json.loads(created.read())["number"])
 
     def pulls(self, full_name: str) -> list[dict[str, Any]]:
         repo = self.repositories[full_name]
