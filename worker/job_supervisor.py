@@ -7,7 +7,7 @@ The supervisor
   its own parent exits, also one that daemonizes (double fork, ``setsid``) or starts its own process group
   (the engine runs every tool in one), so it can always be found and killed;
 - asks the kernel for SIGTERM when the worker dies (``PR_SET_PDEATHSIG``; it checks that the worker did not
-  die before it asked);
+  die before it asked, and unblocks the signal should the worker's thread have blocked it);
 - on SIGTERM (the worker stops the job, or died) passes SIGTERM to the engine, which unwinds and stops its
   tools, and after ``--grace`` seconds kills every descendant left;
 - when the engine exits, kills every descendant left (a build's stray daemon) and exits with the engine's
@@ -136,9 +136,15 @@ def _worker_gone(worker_pid: int) -> bool:
     return os.getppid() != worker_pid
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def run(command: list[str], worker_pid: int, scratch: Path | None, grace_s: float) -> int:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stop)
+    # a signal mask survives fork and exec: started by a thread that blocks SIGTERM, the supervisor would
+    # hold the parent-death signal pending forever and the job would outlive its worker
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     engine: subprocess.Popen[bytes] | None = None
@@ -150,7 +156,7 @@ def run(command: list[str], worker_pid: int, scratch: Path | None, grace_s: floa
         status = _wait_for(engine, None)
     except Stop:
         with contextlib.suppress(Stop):
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            for signum in STOP_SIGNALS:
                 signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
             if engine is not None and status is None:
                 with contextlib.suppress(ProcessLookupError):

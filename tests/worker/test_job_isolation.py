@@ -4,6 +4,7 @@ folder. Real processes throughout."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -122,6 +123,45 @@ def test_a_killed_worker_leaves_no_process_and_no_scratch_folder(tmp_path: Path)
     doomed.kill()
     doomed.wait()
     wait_for(lambda: not named(token) and not scratch.exists(), timeout=20)
+
+
+def test_a_supervisor_started_with_sigterm_blocked_still_cleans_up_when_its_worker_is_killed(
+    tmp_path: Path,
+) -> None:
+    """A signal mask survives fork and exec: a worker thread that blocks SIGTERM while it starts the job would
+    leave the parent-death signal pending in the supervisor for ever, and the job running on."""
+    token = f"ipjob-{uuid.uuid4().hex[:12]}"
+    scratch = tmp_path / f"{PREFIX}blocked"
+    (scratch / "src").mkdir(parents=True)
+    worker = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, sys, time
+        argv = {supervise(token, "sleep 300", 0, scratch)!r}
+        argv[argv.index("--worker-pid") + 1] = str(os.getpid())
+        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM, signal.SIGINT, signal.SIGHUP}})
+        supervisor = subprocess.Popen(argv, start_new_session=True)
+        print(supervisor.pid, flush=True)
+        time.sleep(300)
+        """
+    )
+    doomed = subprocess.Popen([sys.executable, "-c", worker], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert doomed.stdout is not None
+    supervisor = int(doomed.stdout.readline())
+    try:
+        wait_for(lambda: len(named(token)) == 3, timeout=20)
+        status = Path(f"/proc/{supervisor}/status").read_text()
+        blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+        assert not blocked & (1 << (signal.SIGTERM - 1)), status
+        doomed.kill()
+        doomed.wait()
+        wait_for(lambda: not named(token) and not scratch.exists(), timeout=20)
+    finally:
+        doomed.kill()
+        doomed.wait()
+        doomed.stdout.close()
+        for pid in [supervisor, *named(token)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_the_executor_stops_a_job_at_its_time_limit_with_all_its_processes(tmp_path: Path) -> None:
