@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -559,9 +560,13 @@ def run_device_record(
     exit_code: int = 0,
     gpus: str = "3 5",
     queues_per_gpu: str = "1",
+    record: dict | None = None,
 ) -> dict:
     checkout, out = tmp_path / "checkout", tmp_path / "out"
     (checkout / "benchmarks").mkdir(parents=True)
+    if record is not None:
+        (checkout / "benchmarks" / "results").mkdir()
+        (checkout / "benchmarks" / "results" / "gpu_tests.json").write_text(json.dumps(record))
     (checkout / "benchmarks" / "__init__.py").write_text("")
     (checkout / "benchmarks" / "gpu_record.py").write_text(STUB)
     (checkout / ".devsite").mkdir()
@@ -617,6 +622,25 @@ def test_no_part_starts_with_less_than_a_minute_left_of_the_deadline(tmp_path: P
     assert "c not started" in seen["logs"]["c"] and "of RECORD_DEADLINE_S" in seen["logs"]["c"]
     none = run_device_record(tmp_path / "none", ["a", "b"], {}, deadline=59)
     assert none["runs"] == {} and all("not started" in log for log in none["logs"].values())
+
+
+def test_a_part_is_not_started_with_less_time_left_than_its_last_run_took(tmp_path: Path) -> None:
+    """b waits behind a (3 s) on GPU 3 with a deadline of 66 s: about 62 s are left, less than b's last 70 s
+    and more than c's last 50 s; d was never recorded and e's record is unreadable, so they start."""
+    record = {
+        "parts": {
+            "b": {"pytest": {"seconds": 70.4}},
+            "c": {"pytest": {"seconds": 50.0}},
+            "e": {"pytest": {"seconds": "n/a"}},
+        }
+    }
+    seen = run_device_record(
+        tmp_path, ["a", "d", "b", "c", "e"], {"a": 3}, deadline=66, gpus="3", record=record
+    )
+    assert set(seen["runs"]) == {"a", "d", "c", "e"}, seen["logs"]
+    assert re.search(
+        r"b not started: its last run took 70 s, 6[0-3] s left of RECORD_DEADLINE_S", seen["logs"]["b"]
+    )
 
 
 def test_a_plan_that_fails_stops_the_script_before_any_part_runs(tmp_path: Path) -> None:
