@@ -167,9 +167,10 @@ class ContainerExecutor:
     def client(self, timeout: float | None = API_TIMEOUT_S) -> docker.DockerClient:
         """``timeout=None`` for the log stream: a build may print nothing for longer than any timeout."""
         path = _unix_socket(self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET)
-        if path is not None and not path.is_socket():
-            # checked here: a client on a missing socket leaks the socket it fails to connect
-            raise ContainerError(f"the container engine at {self.where} does not answer: no {path}")
+        refused = _refused(path) if path is not None else None
+        if refused is not None:
+            # checked here: a client whose connection fails leaks the socket it opened
+            raise ContainerError(f"the container engine at {self.where} does not answer: {refused}")
         try:
             if self.docker_host:
                 return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
@@ -354,6 +355,20 @@ def _unix_socket(url: str) -> Path | None:
     for prefix in ("unix://", "http+unix://"):
         if url.startswith(prefix):
             return Path(url.removeprefix(prefix))
+    return None
+
+
+def _refused(path: Path) -> str | None:
+    """Why a connection to the engine's unix socket fails (no socket file; one its engine left behind when
+    it stopped: refused), or None when it connects."""
+    if not path.is_socket():
+        return f"no {path}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(PING_TIMEOUT_S)
+        try:
+            probe.connect(str(path))
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
     return None
 
 

@@ -10,8 +10,10 @@ so no GPU is needed and none is attached (the device requests are checked on the
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -170,18 +172,39 @@ def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
         )
 
 
+def test_a_socket_its_engine_left_behind_is_a_clear_error_and_leaks_nothing(tmp_path: Path) -> None:
+    """The engine stopped and left its socket file: connecting is refused. Warnings are errors here, so a
+    socket left open by the failed connection fails this test."""
+    stale = tmp_path / "engine.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(stale))  # bound, never listening, then closed: the file stays
+    assert stale.is_socket()
+    executor = ContainerExecutor("img", docker_host=f"unix://{stale}", attach_gpu=False)
+    with pytest.raises(ContainerError, match=f"does not answer: {stale}: Connection refused"):
+        executor.ping()
+    with pytest.raises(ContainerError, match="Connection refused"):
+        executor.run(
+            JobSpec.model_validate(REPLAY_SPEC),
+            tmp_path,
+            tmp_path / "out",
+            on_events=lambda _: None,
+            should_cancel=lambda: False,
+            time_limit_s=60,
+        )
+    gc.collect()
+
+
 # --- through podman ---
 
 
 def _answers(base_url: str) -> bool:
+    """Through the executor's own ping: a client made straight on a socket that refuses leaks its socket,
+    which (warnings being errors) fails whichever test is running when it is collected."""
     try:
-        client = docker.DockerClient(base_url=base_url, timeout=5)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
+        ContainerExecutor("any", docker_host=base_url, attach_gpu=False).ping()
+    except ContainerError:
         return False
+    return True
 
 
 @pytest.fixture(scope="session")
