@@ -63,6 +63,7 @@ __all__ = [
     "executor_for",
     "gpu_ids_from_env",
     "gpu_options",
+    "socket_refusal",
 ]
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class ContainerExecutor:
     def client(self, timeout: float | None = API_TIMEOUT_S) -> docker.DockerClient:
         """``timeout=None`` for the log stream: a build may print nothing for longer than any timeout."""
         path = _unix_socket(self.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET)
-        refused = _refused(path) if path is not None else None
+        refused = socket_refusal(path) if path is not None else None
         if refused is not None:
             # checked here: a client whose connection fails leaks the socket it opened
             raise ContainerError(f"the container engine at {self.where} does not answer: {refused}")
@@ -358,9 +359,10 @@ def _unix_socket(url: str) -> Path | None:
     return None
 
 
-def _refused(path: Path) -> str | None:
+def socket_refusal(path: Path) -> str | None:
     """Why a connection to the engine's unix socket fails (no socket file; one its engine left behind when
-    it stopped: refused), or None when it connects."""
+    it stopped: refused), or None when it connects. Asked with a socket that is always closed: docker-py
+    (and httpx) leave the socket of a failed connect unclosed, a ResourceWarning."""
     if not path.is_socket():
         return f"no {path}"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:

@@ -9,7 +9,6 @@ and the embedded filesystem broker (in the container's data folder).
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from tests.service.conftest import free_port, postgres_database
+from worker.container import socket_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 SOCKET = "unix:///run/intelliperf-podman.sock"
@@ -31,20 +31,8 @@ JOB = {"repository": {"url": "https://github.com/acme/kernels.git"}, "applicatio
 pytestmark = pytest.mark.timeout(900)
 
 
-def _listening() -> bool:
-    """Whether the engine's socket takes a connection, asked with a socket that is always closed: docker-py
-    (and httpx) leave the socket of a failed connect unclosed, a ResourceWarning (an error here)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(120)
-            probe.connect(SOCKET.removeprefix("unix://"))
-    except OSError:
-        return False
-    return True
-
-
 def _engine() -> docker.DockerClient | None:
-    if not _listening():
+    if socket_refusal(Path(SOCKET.removeprefix("unix://"))) is not None:
         return None
     client = None
     try:

@@ -159,17 +159,21 @@ def test_no_engine_means_the_local_executor_with_a_warning(caplog: pytest.LogCap
         executor_for(WorkerSettings(executor="container", docker_host="unix:///nonexistent/docker.sock"))
 
 
+def run_replay_job(executor: ContainerExecutor, tmp_path: Path) -> None:
+    executor.run(
+        JobSpec.model_validate(REPLAY_SPEC),
+        tmp_path,
+        tmp_path / "out",
+        on_events=lambda _: None,
+        should_cancel=lambda: False,
+        time_limit_s=60,
+    )
+
+
 def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
     executor = ContainerExecutor("img", docker_host="unix:///nonexistent/docker.sock", attach_gpu=False)
     with pytest.raises(ContainerError, match="does not answer"):
-        executor.run(
-            JobSpec.model_validate(REPLAY_SPEC),
-            tmp_path,
-            tmp_path / "out",
-            on_events=lambda _: None,
-            should_cancel=lambda: False,
-            time_limit_s=60,
-        )
+        run_replay_job(executor, tmp_path)
 
 
 def test_a_socket_its_engine_left_behind_is_a_clear_error_and_leaks_nothing(tmp_path: Path) -> None:
@@ -183,14 +187,7 @@ def test_a_socket_its_engine_left_behind_is_a_clear_error_and_leaks_nothing(tmp_
     with pytest.raises(ContainerError, match=f"does not answer: {stale}: Connection refused"):
         executor.ping()
     with pytest.raises(ContainerError, match="Connection refused"):
-        executor.run(
-            JobSpec.model_validate(REPLAY_SPEC),
-            tmp_path,
-            tmp_path / "out",
-            on_events=lambda _: None,
-            should_cancel=lambda: False,
-            time_limit_s=60,
-        )
+        run_replay_job(executor, tmp_path)
     gc.collect()
 
 

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -81,6 +80,21 @@ def supervise(token: str, tail: str, worker_pid: int, scratch: Path | None = Non
     return [*argv, "--", "bash", "-c", SPAWNER.format(token=token, tail=tail)]
 
 
+def doomed_worker(token: str, scratch: Path, before_start: str = "") -> str:
+    """A worker stand-in's Python: it runs ``before_start``, starts the job's supervisor on SPAWNER, prints
+    the supervisor's pid and sleeps until it is killed."""
+    lines = [
+        "import os, signal, subprocess, sys, time",
+        f"argv = {supervise(token, 'sleep 300', 0, scratch)!r}",
+        'argv[argv.index("--worker-pid") + 1] = str(os.getpid())',
+        before_start,
+        "supervisor = subprocess.Popen(argv, start_new_session=True)",
+        "print(supervisor.pid, flush=True)",
+        "time.sleep(300)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def test_every_process_of_the_job_ends_with_its_engine() -> None:
     """A child in the background, a daemon in a session of its own, an orphan of a double fork."""
     token = f"ipjob-{uuid.uuid4().hex[:12]}"
@@ -109,16 +123,7 @@ def test_a_killed_worker_leaves_no_process_and_no_scratch_folder(tmp_path: Path)
     token = f"ipjob-{uuid.uuid4().hex[:12]}"
     scratch = tmp_path / f"{PREFIX}doomed"
     (scratch / "src").mkdir(parents=True)
-    worker = textwrap.dedent(
-        f"""
-        import os, subprocess, sys, time
-        argv = {supervise(token, "sleep 300", 0, scratch)!r}
-        argv[argv.index("--worker-pid") + 1] = str(os.getpid())
-        subprocess.Popen(argv, start_new_session=True)
-        time.sleep(300)
-        """
-    )
-    doomed = subprocess.Popen([sys.executable, "-c", worker], cwd=ROOT)
+    doomed = subprocess.Popen([sys.executable, "-c", doomed_worker(token, scratch)], cwd=ROOT)
     wait_for(lambda: len(named(token)) == 3, timeout=20)
     doomed.kill()
     doomed.wait()
@@ -133,17 +138,8 @@ def test_a_supervisor_started_with_sigterm_blocked_still_cleans_up_when_its_work
     token = f"ipjob-{uuid.uuid4().hex[:12]}"
     scratch = tmp_path / f"{PREFIX}blocked"
     (scratch / "src").mkdir(parents=True)
-    worker = textwrap.dedent(
-        f"""
-        import os, signal, subprocess, sys, time
-        argv = {supervise(token, "sleep 300", 0, scratch)!r}
-        argv[argv.index("--worker-pid") + 1] = str(os.getpid())
-        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM, signal.SIGINT, signal.SIGHUP}})
-        supervisor = subprocess.Popen(argv, start_new_session=True)
-        print(supervisor.pid, flush=True)
-        time.sleep(300)
-        """
-    )
+    blocking = "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})"
+    worker = doomed_worker(token, scratch, before_start=blocking)
     doomed = subprocess.Popen([sys.executable, "-c", worker], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert doomed.stdout is not None
     supervisor = int(doomed.stdout.readline())
