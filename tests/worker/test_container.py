@@ -159,11 +159,14 @@ def test_no_engine_means_the_local_executor_with_a_warning(caplog: pytest.LogCap
         executor_for(WorkerSettings(executor="container", docker_host="unix:///nonexistent/docker.sock"))
 
 
-def run_replay_job(executor: ContainerExecutor, tmp_path: Path) -> None:
+def run_job(
+    executor: ContainerExecutor, project: Path, out: Path, spec: dict[str, object] = REPLAY_SPEC
+) -> None:
+    """A job that is expected never to start (the caller asserts the ContainerError)."""
     executor.run(
-        JobSpec.model_validate(REPLAY_SPEC),
-        tmp_path,
-        tmp_path / "out",
+        JobSpec.model_validate(spec),
+        project,
+        out,
         on_events=lambda _: None,
         should_cancel=lambda: False,
         time_limit_s=60,
@@ -173,7 +176,7 @@ def run_replay_job(executor: ContainerExecutor, tmp_path: Path) -> None:
 def test_an_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
     executor = ContainerExecutor("img", docker_host="unix:///nonexistent/docker.sock", attach_gpu=False)
     with pytest.raises(ContainerError, match="does not answer"):
-        run_replay_job(executor, tmp_path)
+        run_job(executor, tmp_path, tmp_path / "out")
 
 
 def test_a_socket_its_engine_left_behind_is_a_clear_error_and_leaks_nothing(tmp_path: Path) -> None:
@@ -187,7 +190,7 @@ def test_a_socket_its_engine_left_behind_is_a_clear_error_and_leaks_nothing(tmp_
     with pytest.raises(ContainerError, match=f"does not answer: {stale}: Connection refused"):
         executor.ping()
     with pytest.raises(ContainerError, match="Connection refused"):
-        run_replay_job(executor, tmp_path)
+        run_job(executor, tmp_path, tmp_path / "out")
     gc.collect()
 
 
@@ -331,14 +334,7 @@ def test_a_missing_image_is_a_clear_error(
 ) -> None:
     spec = {**REPLAY_SPEC, "container": {"image": "localhost/intelliperf-no-such-image:1"}}
     with pytest.raises(ContainerError, match="'localhost/intelliperf-no-such-image:1' is not on this worker"):
-        executor.run(
-            JobSpec.model_validate(spec),
-            project,
-            tmp_path / "out",
-            on_events=lambda _: None,
-            should_cancel=lambda: False,
-            time_limit_s=60,
-        )
+        run_job(executor, project, tmp_path / "out", spec)
 
 
 def test_the_container_executor_is_chosen_where_the_engine_answers(docker_host: str) -> None:
