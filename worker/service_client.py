@@ -27,7 +27,15 @@ from intelliperf.contract.worker import (
 )
 from intelliperf.service_http import UNAVAILABLE, response_detail, retry_after_s
 
-__all__ = ["ContentRefused", "JobNotHeld", "NotDelivered", "NotFound", "ServiceClient", "ServiceError"]
+__all__ = [
+    "ContentRefused",
+    "Forbidden",
+    "JobNotHeld",
+    "NotDelivered",
+    "NotFound",
+    "ServiceClient",
+    "ServiceError",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +48,11 @@ class JobNotHeld(ServiceError):
     """409: the job is not (or no longer) this run's: finished, cancelled, or taken back by the reaper."""
 
 
-class NotDelivered(ServiceError):
+class Forbidden(ServiceError):
+    """403: the service refuses this call to this run (a counter upload of a job that publishes none)."""
+
+
+class NotDelivered(Forbidden):
     """403 to a claim: the delivery it names is not one of the job's (a forged or foreign message)."""
 
 
@@ -119,6 +131,8 @@ class ServiceClient:
             )
         except JobNotHeld:
             return None
+        except Forbidden as exc:
+            raise NotDelivered(str(exc)) from exc
         return ClaimedJob.model_validate_json(response.content)
 
     def archive(self, job_id: str, run_id: str) -> bytes:
@@ -205,7 +219,7 @@ def _checked(what: str, response: httpx.Response) -> httpx.Response:
     if response.status_code == 409:
         raise JobNotHeld(f"{what}: {response_detail(response)}")
     if response.status_code == 403:
-        raise NotDelivered(f"{what}: {response_detail(response)}")
+        raise Forbidden(f"{what}: {response_detail(response)}")
     if response.status_code == 404:
         raise NotFound(f"{what}: the service answered 404: {response_detail(response)}")
     if response.status_code in (400, 413, 422):

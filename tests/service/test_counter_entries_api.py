@@ -26,7 +26,13 @@ from service.settings import ServiceSettings
 from tests.service.conftest import WORKER_TOKEN, project_archive, serve
 from tests.support.counter_entries import SavedEntry, repository_of, saved_entry, spec, under_code_hash
 from tests.support.databases import assert_migration_adds
-from worker.service_client import ContentRefused, JobNotHeld, ServiceClient, ServiceError
+from worker.service_client import (
+    ContentRefused,
+    Forbidden,
+    JobNotHeld,
+    NotDelivered,
+    ServiceClient,
+)
 
 ARCHIVE = project_archive({"transpose.cu": "// the uploaded project\n"})
 
@@ -77,8 +83,9 @@ def test_a_publishing_job_s_entries_reach_later_jobs_of_its_repository_and_no_ot
     )
     assert keys(api, pull_request, "run-b") == [entry.key]
     assert api.counter_entry(pull_request, "run-b", entry.key) == entry.body
-    with pytest.raises(ServiceError, match="publishes no counters"):  # 403
+    with pytest.raises(Forbidden, match="publishes no counters") as refused:  # 403
         api.put_counter_entry(pull_request, "run-b", entry.key, entry.body)
+    assert not isinstance(refused.value, NotDelivered), "a refused upload is not a claim's unknown delivery"
     with pytest.raises(JobNotHeld):
         api.counter_entries(base, "run-b")
     with pytest.raises(JobNotHeld):
@@ -89,7 +96,7 @@ def test_a_publishing_job_s_entries_reach_later_jobs_of_its_repository_and_no_ot
         assert keys(api, other) == []
         assert api.counter_entry(other, "run-a", entry.key) is None
     untracked = held(db, api, spec(track=False))
-    with pytest.raises(ServiceError, match="publishes no counters: only a job cloned from the base branch"):
+    with pytest.raises(Forbidden, match="publishes no counters: only a job cloned from the base branch"):
         api.put_counter_entry(untracked, "run-a", entry.key, entry.body)
 
 
@@ -105,7 +112,7 @@ def test_an_archive_job_on_its_base_branch_reads_its_repository_s_entries_but_ne
     for ref in ("main", "refs/heads/main"):
         archive = held(db, api, spec(ref), "run-b", source="archive")
         assert keys(api, archive, "run-b") == [entry.key]  # it reads them: its token is the repository's
-        with pytest.raises(ServiceError) as refused:  # 403
+        with pytest.raises(Forbidden) as refused:  # 403
             api.put_counter_entry(archive, "run-b", planted.key, planted.body)
         assert "publishes no counters" in str(refused.value)
         assert "an uploaded archive's code is not known to be the branch's" in str(refused.value)
