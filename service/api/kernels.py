@@ -85,11 +85,20 @@ def read_series(
     ref: Annotated[
         str | None, Query(min_length=1, max_length=200, pattern=NO_NUL, description="One branch (or tag)")
     ] = None,
+    launches: Annotated[
+        bool,
+        Query(
+            description="Include each sample's launch durations (`launch_ns`, up to 256 numbers a sample); "
+            "without it `launch_ns` is null and a series of 5,000 samples stays small"
+        ),
+    ] = False,
 ) -> KernelSeries:
     with authorized(request, secret) as (session, principal):
         _may_read(principal, repository)
         page = kernel_series(session, repository, kernel, device, limit=limit, ref=ref)
         items = [KernelSampleOut.model_validate(sample) for sample in page.samples]
+        if not launches:
+            items = [item.model_copy(update={"launch_ns": None}) for item in items]
         changes, note = series_change_points(page.samples) if page.samples else ([], None)
     if page.total == 0:
         on = f" on device {device!r}" if device is not None else ""

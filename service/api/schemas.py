@@ -157,7 +157,8 @@ class KernelSampleOut(BaseModel):
     )
     launch_ns: list[int] | None = Field(
         description="The timing pass's launch durations in ns (every launch up to 256, else 256 evenly over "
-        "the run): the spread within the job; null for a job whose report kept none"
+        "the run): the spread within the job; null unless asked for (`launches=true`) and for a job whose "
+        "report kept none"
     )
 
 

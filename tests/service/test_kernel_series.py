@@ -285,8 +285,15 @@ def test_the_series_api_reads_a_kernels_samples_in_time_order(live: LiveService,
             "code_hash": TRANSPOSE_CODE,
             "shape_hash": TRANSPOSE_SHAPE,
             "counters_reused": False,
-            "launch_ns": [105, *[70] * 19],
+            "launch_ns": None,  # asked for only
         }
+        with_launches = client.get(
+            "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "launches": "true"}
+        ).json()
+        assert [p["launch_ns"] for p in with_launches["items"]] == [
+            transpose_launches(ns) for ns in (100.0, 90.0, 95.0, 70.0)
+        ]
+        assert with_launches["items"][3] | {"launch_ns": None} == body["items"][3]
         on_h100 = client.get(
             "/v1/kernels/series", params={**repository, "kernel": TRANSPOSE, "device": H100, "limit": 2}
         ).json()  # the newest two, oldest first
