@@ -72,6 +72,10 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "full_devbuf256k": ("probe", {"PROBE_DEVBUF": "262144", "PROBE_PREALLOC": "1"}),
     "full_calloc_zeroed": ("probe", {"PROBE_CALLOC": "1", "PROBE_ZEROED": "1"}),
     "full_buf64k": ("probe", {"PROBE_BUF": "65536"}),
+    "callback_only": ("probe", {"PROBE_STAGE": "callback"}),
+    "full_sample100": ("probe", {"PROBE_SAMPLE": "100"}),
+    "full_sample100_stride64": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "64"}),
+    "full_sample100_stride1024": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "1024"}),
     "profiler_old": ("profiler_old", {}),
     "profiler": ("profiler", {}),
 }
@@ -89,7 +93,10 @@ def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:
     return {"CUDA_INJECTION64_PATH": str(library), SETTINGS_VARIABLE: str(settings)}
 
 
-def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[str, Path]:
+def build(
+    out: Path, old_native: Path | None, variants: dict[str, str], with_profiler: bool = True
+) -> dict[str, Path]:
+    """The probe libraries, the probe application and (``with_profiler``) the profiler itself."""
     src = ROOT / "benchmarks" / "trace_probe.cpp"
     common = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", f"-I{CUDA_HOME / 'include'}", str(src)]
     libs = {"nocupti": out / "probe_nocupti.so", "probe": out / "probe.so", "profiler": out / LIBRARY_NAME}
@@ -105,17 +112,9 @@ def build(out: Path, old_native: Path | None, variants: dict[str, str]) -> dict[
         ],
         check=True,
     )
-    subprocess.run(
-        [
-            "make",
-            "-s",
-            "-C",
-            str(NATIVE),
-            f"OUT={libs['profiler']}",
-            f"CUDA_HOME={CUDA_HOME}",
-        ],
-        check=True,
-    )
+    if with_profiler:
+        make = ["make", "-s", "-C", str(NATIVE), f"OUT={libs['profiler']}", f"CUDA_HOME={CUDA_HOME}"]
+        subprocess.run(make, check=True)
     for name, flags in variants.items():  # the profiler from the current sources with extra compiler flags
         libs[f"profiler[{name}]"] = out / f"profiler_{name}.so"
         make = ["make", "-s", "-C", str(NATIVE), f"OUT={libs[f'profiler[{name}]']}"]
@@ -204,6 +203,9 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
                 dtor_to_reaped=(end - t["dtor"]) / 1e6,
                 records=t["records"],
                 errors=t["errors"],
+                launches_seen=t["launches"],
+                toggles=t["toggles"],
+                toggle_ms=t["toggle_ns"] / 1e6,
             )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
@@ -233,16 +235,17 @@ def main() -> int:
     parser.add_argument("--thirdparty", type=Path, default=None, help="fetched third-party sources")
     parser.add_argument("--programs", default="", help="comma-separated third-party program names")
     args = parser.parse_args()
-    subprocess.run(["make", "-C", str(ROOT / "examples"), "-j16", "-s"], check=True)
     conditions = {
         k: v for k, v in CONDITIONS.items() if not args.only or k in [*args.only.split(","), "plain"]
     }
     with tempfile.TemporaryDirectory(prefix="trace-overhead-") as tmp:
         variants = dict(v.split("=", 1) for v in args.variant)
-        libs = build(Path(tmp), args.old_native, variants)
+        libs = build(Path(tmp), args.old_native, variants, with_profiler="profiler" in conditions)
         for name in variants:
             conditions[f"profiler[{name}]"] = (f"profiler[{name}]", {})
         apps = [a for a in APPS if not args.apps or a[0] in args.apps.split(",")]
+        if any(cwd is not None for _, cwd, _ in apps):  # the bundled examples among the applications
+            subprocess.run(["make", "-C", str(ROOT / "examples"), "-j16", "-s"], check=True)
         if args.thirdparty is not None:
             apps += thirdparty_apps(args.thirdparty, args.programs.split(","), Path(tmp))
         if args.old_native is None:
@@ -288,11 +291,19 @@ def main() -> int:
                 statistics.median(s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)), 3
             )
             row["records"] = runs[0].get("records", runs[0].get("launches"))
+            for key in ("launches_seen", "toggles", "toggle_ms"):  # the launch callback's, when it ran
+                if key in runs[0]:
+                    row[key] = runs[0][key]
             row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row
             cells = " ".join(f"{row[k]:10.2f}" if row[k] is not None else f"{'-':>10}" for k in keys)
             print(f"{name:26} {row['extra_ms']:+7.1f} {row['paired_extra_ms']:+7.1f} {cells}")
+            if row.get("launches_seen"):
+                print(
+                    f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "
+                    f"{row['toggles']} toggles ({row['toggle_ms']:.2f} ms)"
+                )
             for message in row["messages"] + row["accordo_stats"][:1]:
                 print(f"    {message}")
     args.out.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1) + "\n")

@@ -12,14 +12,20 @@
 //   PROBE_DEVBUF    CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE; PROBE_PREALLOC ..._PRE_ALLOCATE_VALUE
 //   PROBE_FLUSH     forced (default) | zero | none
 //   PROBE_FINALIZE  1: after the flush, cuptiActivityDisable + cuptiFinalize
+//   PROBE_STAGE=callback  a driver-API callback on every kernel launch that only counts (no activity)
+//   PROBE_SAMPLE    N > 0 (with stage full): the launch callback too, and the kernel activity on only while a
+//                   launch is among the first N of its function or (PROBE_STRIDE=S) every S-th after them:
+//                   what a sampled trace costs, toggles included ("launches", "toggles", "toggle_ns")
 // At exit (library destructor) prints one line "probe: {json}" on stderr with the timestamps in ns.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 #ifndef PROBE_NO_CUPTI
 #include <cupti.h>
@@ -42,6 +48,8 @@ struct Times {
   uint64_t ctor = 0, init0 = 0, dlopen = 0, attrs = 0, reg = 0, enable = 0, init1 = 0;
   uint64_t exit0 = 0, flush = 0, finalize = 0, exit1 = 0;
   uint64_t records = 0, buffers = 0, errors = 0;
+  std::atomic<uint64_t> launches{0};
+  uint64_t toggles = 0, toggle_ns = 0;
 } g_t;
 
 [[gnu::constructor]] void on_load() { g_t.ctor = now(); }
@@ -85,6 +93,55 @@ void set_attr(CUpti_ActivityAttribute attr, const char* name) {
   }
 }
 
+CUpti_ActivityKind kind() {
+  return std::string(env("PROBE_KIND", "concurrent")) == "kernel" ? CUPTI_ACTIVITY_KIND_KERNEL
+                                                                  : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+}
+
+uint64_t g_sample = 0;  // 0: no sampling (the callback only counts)
+uint64_t g_stride = 0;
+bool g_active = false;  // the kernel activity is on
+std::unordered_map<CUfunction, uint64_t>* g_counts = nullptr;
+
+CUfunction launched_function(CUpti_CallbackId cbid, const void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return static_cast<const cuLaunchKernel_params*>(params)->f;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return static_cast<const cuLaunchKernel_ptsz_params*>(params)->f;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      return static_cast<const cuLaunchKernelEx_params*>(params)->f;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      return static_cast<const cuLaunchKernelEx_ptsz_params*>(params)->f;
+    default:
+      return nullptr;
+  }
+}
+
+void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid, const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER) return;
+  g_t.launches.fetch_add(1, std::memory_order_relaxed);
+  if (g_sample == 0) return;
+  const uint64_t n = ++(*g_counts)[launched_function(cbid, info->functionParams)];
+  const bool want = n <= g_sample || (g_stride > 0 && (n - g_sample) % g_stride == 0);
+  if (want == g_active) return;
+  const uint64_t t0 = now();
+  check(want ? cuptiActivityEnable(kind()) : cuptiActivityDisable(kind()), "toggle");
+  g_active = want;
+  g_t.toggle_ns += now() - t0;
+  ++g_t.toggles;
+}
+
+void subscribe_launches() {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  check(cuptiSubscribe(&subscriber, on_launch, nullptr), "subscribe");
+  for (CUpti_CallbackId cbid :
+       {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz})
+    check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid), "enable callback");
+}
+
 void at_exit() {
   g_t.exit0 = now();
   const std::string flush = env("PROBE_FLUSH", "forced");
@@ -92,9 +149,7 @@ void at_exit() {
   if (flush == "zero") check(cuptiActivityFlushAll(0), "flush 0");
   g_t.flush = now();
   if (std::string(env("PROBE_FINALIZE", "0")) == "1") {
-    const bool kernel = std::string(env("PROBE_KIND", "concurrent")) == "kernel";
-    check(cuptiActivityDisable(kernel ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
-          "disable");
+    check(cuptiActivityDisable(kind()), "disable");
     check(cuptiFinalize(), "finalize");
   }
   g_t.finalize = now();
@@ -107,12 +162,15 @@ void at_exit() {
   std::fprintf(stderr,
                "probe: {\"ctor\":%llu,\"init0\":%llu,\"dlopen\":%llu,\"attrs\":%llu,\"reg\":%llu,\"enable\":%llu,"
                "\"init1\":%llu,\"exit0\":%llu,\"flush\":%llu,\"finalize\":%llu,\"exit1\":%llu,\"dtor\":%llu,"
-               "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu}\n",
+               "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu,\"launches\":%llu,\"toggles\":%llu,"
+               "\"toggle_ns\":%llu}\n",
                (unsigned long long)g_t.ctor, (unsigned long long)g_t.init0, (unsigned long long)g_t.dlopen,
                (unsigned long long)g_t.attrs, (unsigned long long)g_t.reg, (unsigned long long)g_t.enable,
                (unsigned long long)g_t.init1, (unsigned long long)g_t.exit0, (unsigned long long)g_t.flush,
                (unsigned long long)g_t.finalize, (unsigned long long)g_t.exit1, (unsigned long long)dtor,
-               (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors);
+               (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors,
+               (unsigned long long)g_t.launches.load(), (unsigned long long)g_t.toggles,
+               (unsigned long long)g_t.toggle_ns);
 }
 
 }  // namespace
@@ -139,12 +197,19 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     set_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, "PROBE_PREALLOC");
   }
   g_t.attrs = now();
-  if (stage != "none") check(cuptiActivityRegisterCallbacks(requested, completed), "register");
+  if (stage != "none" && stage != "callback") {
+    check(cuptiActivityRegisterCallbacks(requested, completed), "register");
+  }
+  g_sample = std::strtoull(env("PROBE_SAMPLE", "0"), nullptr, 10);
+  g_stride = std::strtoull(env("PROBE_STRIDE", "0"), nullptr, 10);
+  if (stage == "callback" || g_sample > 0) {
+    g_counts = new std::unordered_map<CUfunction, uint64_t>();
+    subscribe_launches();
+  }
   g_t.reg = now();
   if (stage == "enable" || stage == "full") {
-    const bool kernel = std::string(env("PROBE_KIND", "concurrent")) == "kernel";
-    check(cuptiActivityEnable(kernel ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
-          "enable");
+    check(cuptiActivityEnable(kind()), "enable");
+    g_active = true;
   }
   g_t.enable = now();
   if (stage == "full") std::atexit(at_exit);
