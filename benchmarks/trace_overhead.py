@@ -76,6 +76,15 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "full_sample100": ("probe", {"PROBE_SAMPLE": "100"}),
     "full_sample100_stride64": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "64"}),
     "full_sample100_stride1024": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "1024"}),
+    "callback_count_per_kernel": ("probe", {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100"}),
+    "callback_events100": (
+        "probe",
+        {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100", "PROBE_TIMER": "events"},
+    ),
+    "callback_events100_stride64": (
+        "probe",
+        {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100", "PROBE_STRIDE": "64", "PROBE_TIMER": "events"},
+    ),
     "profiler_old": ("profiler_old", {}),
     "profiler": ("profiler", {}),
 }
@@ -206,6 +215,8 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
                 launches_seen=t["launches"],
                 toggles=t["toggles"],
                 toggle_ms=t["toggle_ns"] / 1e6,
+                event_pairs=t["event_pairs"],
+                event_ms=t["event_ms"],
             )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
@@ -291,7 +302,13 @@ def main() -> int:
                 statistics.median(s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)), 3
             )
             row["records"] = runs[0].get("records", runs[0].get("launches"))
-            for key in ("launches_seen", "toggles", "toggle_ms"):  # the launch callback's, when it ran
+            for key in (
+                "launches_seen",
+                "toggles",
+                "toggle_ms",
+                "event_pairs",
+                "event_ms",
+            ):  # the launch callback's, when it ran
                 if key in runs[0]:
                     row[key] = runs[0][key]
             row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
@@ -302,7 +319,8 @@ def main() -> int:
             if row.get("launches_seen"):
                 print(
                     f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "
-                    f"{row['toggles']} toggles ({row['toggle_ms']:.2f} ms)"
+                    f"{row['toggles']} toggles ({row['toggle_ms']:.2f} ms), {row['event_pairs']} event "
+                    f"pairs read ({row['event_ms']:.2f} ms of kernel time)"
                 )
             for message in row["messages"] + row["accordo_stats"][:1]:
                 print(f"    {message}")

@@ -16,6 +16,10 @@
 //   PROBE_SAMPLE    N > 0 (with stage full): the launch callback too, and the kernel activity on only while a
 //                   launch is among the first N of its function or (PROBE_STRIDE=S) every S-th after them:
 //                   what a sampled trace costs, toggles included ("launches", "toggles", "toggle_ns")
+//                   With stage callback and no PROBE_TIMER the callback counts per function and times nothing.
+//   PROBE_TIMER=events  (stage callback, PROBE_SAMPLE=N) the sampled launches timed without kernel activity: a
+//                   CUDA event pair recorded on the launch's stream in the callback (API enter and exit),
+//                   finished pairs read at later sampled launches ("event_pairs", "event_ms")
 // At exit (library destructor) prints one line "probe: {json}" on stderr with the timestamps in ns.
 #include <dlfcn.h>
 
@@ -26,6 +30,8 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #ifndef PROBE_NO_CUPTI
 #include <cupti.h>
@@ -50,6 +56,8 @@ struct Times {
   uint64_t records = 0, buffers = 0, errors = 0;
   std::atomic<uint64_t> launches{0};
   uint64_t toggles = 0, toggle_ns = 0;
+  uint64_t event_pairs = 0;
+  double event_ms = 0;
 } g_t;
 
 [[gnu::constructor]] void on_load() { g_t.ctor = now(); }
@@ -118,14 +126,98 @@ CUfunction launched_function(CUpti_CallbackId cbid, const void* params) {
   }
 }
 
+CUstream launched_stream(CUpti_CallbackId cbid, const void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return static_cast<const cuLaunchKernel_params*>(params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      CUstream s = static_cast<const cuLaunchKernel_ptsz_params*>(params)->hStream;
+      return s != nullptr ? s : CU_STREAM_PER_THREAD;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      const CUlaunchConfig* c = static_cast<const cuLaunchKernelEx_params*>(params)->config;
+      return c != nullptr ? c->hStream : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const CUlaunchConfig* c = static_cast<const cuLaunchKernelEx_ptsz_params*>(params)->config;
+      return c != nullptr && c->hStream != nullptr ? c->hStream : CU_STREAM_PER_THREAD;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+#define PROBE_STR2(x) #x
+#define PROBE_STR(x) PROBE_STR2(x)
+
+// A driver function from the libcuda the application has loaded (the probe does not link libcuda); the
+// name through cuda.h's versioning macros.
+template <typename Fn>
+Fn driver(const char* name) {
+  void* symbol = dlsym(RTLD_DEFAULT, name);
+  if (symbol == nullptr) {
+    std::fprintf(stderr, "probe: driver function %s not found\n", name);
+    ++g_t.errors;
+  }
+  return reinterpret_cast<Fn>(symbol);
+}
+#define PROBE_DRIVER(fn) driver<decltype(&::fn)>(PROBE_STR(fn))
+
+bool g_events = false;
+bool g_toggle = false;  // stage full with PROBE_SAMPLE: the kernel activity switched per launch
+std::vector<std::pair<CUevent, CUevent>>* g_pairs = nullptr;  // recorded, not yet read
+thread_local CUevent t_open_end = nullptr;                        // the end event of this thread's launch
+
+void read_finished_pairs() {
+  static const auto query = PROBE_DRIVER(cuEventQuery);
+  static const auto elapsed = PROBE_DRIVER(cuEventElapsedTime);
+  static const auto destroy = PROBE_DRIVER(cuEventDestroy);
+  size_t kept = 0;
+  for (const auto& [start, end] : *g_pairs) {
+    if (query(end) != CUDA_SUCCESS) {
+      (*g_pairs)[kept++] = {start, end};
+      continue;
+    }
+    float ms = 0;
+    if (elapsed(&ms, start, end) == CUDA_SUCCESS) g_t.event_ms += ms, ++g_t.event_pairs;
+    destroy(start);
+    destroy(end);
+  }
+  g_pairs->resize(kept);
+}
+
+// The sampled launch's event pair: start recorded at API enter, end at API exit, on the launch's stream.
+void time_with_events(const CUpti_CallbackData* info, CUpti_CallbackId cbid, bool sampled) {
+  static const auto create = PROBE_DRIVER(cuEventCreate);
+  static const auto record = PROBE_DRIVER(cuEventRecord);
+  const CUstream stream = launched_stream(cbid, info->functionParams);
+  if (info->callbackSite == CUPTI_API_EXIT) {
+    if (t_open_end != nullptr && record(t_open_end, stream) != CUDA_SUCCESS) ++g_t.errors;
+    t_open_end = nullptr;
+    return;
+  }
+  if (!sampled) return;
+  read_finished_pairs();
+  CUevent start = nullptr, end = nullptr;
+  if (create(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS || create(&end, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      record(start, stream) != CUDA_SUCCESS) {
+    ++g_t.errors;
+    return;
+  }
+  g_pairs->emplace_back(start, end);
+  t_open_end = end;
+}
+
 void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid, const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (g_events && info->callbackSite == CUPTI_API_EXIT) return time_with_events(info, cbid, false);
   if (info->callbackSite != CUPTI_API_ENTER) return;
   g_t.launches.fetch_add(1, std::memory_order_relaxed);
   if (g_sample == 0) return;
   const uint64_t n = ++(*g_counts)[launched_function(cbid, info->functionParams)];
   const bool want = n <= g_sample || (g_stride > 0 && (n - g_sample) % g_stride == 0);
-  if (want == g_active) return;
+  if (g_events) return time_with_events(info, cbid, want);
+  if (!g_toggle || want == g_active) return;
   const uint64_t t0 = now();
   check(want ? cuptiActivityEnable(kind()) : cuptiActivityDisable(kind()), "toggle");
   g_active = want;
@@ -163,14 +255,14 @@ void at_exit() {
                "probe: {\"ctor\":%llu,\"init0\":%llu,\"dlopen\":%llu,\"attrs\":%llu,\"reg\":%llu,\"enable\":%llu,"
                "\"init1\":%llu,\"exit0\":%llu,\"flush\":%llu,\"finalize\":%llu,\"exit1\":%llu,\"dtor\":%llu,"
                "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu,\"launches\":%llu,\"toggles\":%llu,"
-               "\"toggle_ns\":%llu}\n",
+               "\"toggle_ns\":%llu,\"event_pairs\":%llu,\"event_ms\":%.6f}\n",
                (unsigned long long)g_t.ctor, (unsigned long long)g_t.init0, (unsigned long long)g_t.dlopen,
                (unsigned long long)g_t.attrs, (unsigned long long)g_t.reg, (unsigned long long)g_t.enable,
                (unsigned long long)g_t.init1, (unsigned long long)g_t.exit0, (unsigned long long)g_t.flush,
                (unsigned long long)g_t.finalize, (unsigned long long)g_t.exit1, (unsigned long long)dtor,
                (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors,
                (unsigned long long)g_t.launches.load(), (unsigned long long)g_t.toggles,
-               (unsigned long long)g_t.toggle_ns);
+               (unsigned long long)g_t.toggle_ns, (unsigned long long)g_t.event_pairs, g_t.event_ms);
 }
 
 }  // namespace
@@ -202,8 +294,11 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   }
   g_sample = std::strtoull(env("PROBE_SAMPLE", "0"), nullptr, 10);
   g_stride = std::strtoull(env("PROBE_STRIDE", "0"), nullptr, 10);
+  g_events = stage == "callback" && g_sample > 0 && std::string(env("PROBE_TIMER", "")) == "events";
+  g_toggle = stage == "full" && g_sample > 0;
   if (stage == "callback" || g_sample > 0) {
     g_counts = new std::unordered_map<CUfunction, uint64_t>();
+    g_pairs = new std::vector<std::pair<CUevent, CUevent>>();
     subscribe_launches();
   }
   g_t.reg = now();

@@ -1,0 +1,53 @@
+"""benchmarks/trace_overhead.py's probe libraries build here (CUDA's headers and CUPTI, no GPU) and their
+stats line reaches the benchmark's reader: the launch callback's figures included, and a probe whose CUPTI
+calls fail (no driver here) reports the failures instead of crashing."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.trace_overhead import CUDA_HOME, build, run_once
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("g++") is None or not (CUDA_HOME / "bin" / "nvcc").is_file(),
+    reason="needs g++ and CUDA's nvcc, headers and CUPTI",
+)
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build(tmp_path_factory.mktemp("probe"), None, {}, with_profiler=False)
+
+
+def load(library: Path, initialize: bool) -> list[str]:
+    call = ".InitializeInjection()" if initialize else ""
+    return [sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(library)!r}){call}"]
+
+
+def test_build_makes_the_probes_and_their_application_not_the_profiler(
+    libs: dict[str, Path],
+) -> None:
+    assert libs["nocupti"].is_file() and libs["probe"].is_file()
+    assert (libs["probe"].parent / "probe_app").is_file()
+    assert not libs["profiler"].exists()
+
+
+@pytest.mark.parametrize("variant", ["nocupti", "probe"])
+def test_a_loaded_probe_reports_its_stats_line(libs: dict[str, Path], variant: str, tmp_path: Path) -> None:
+    sample = run_once(load(libs[variant], initialize=False), tmp_path, {})
+    assert sample["errors"] == 0
+    assert sample["launches_seen"] == 0 and sample["toggles"] == 0 and sample["event_pairs"] == 0
+    assert sample["event_ms"] == 0.0 and sample["records"] == 0
+    assert "messages" not in sample
+
+
+def test_a_launch_callback_that_cupti_refuses_is_reported(libs: dict[str, Path], tmp_path: Path) -> None:
+    env = {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100", "PROBE_TIMER": "events"}
+    sample = run_once(load(libs["probe"], initialize=True), tmp_path, env)
+    assert sample["errors"] >= 1
+    assert any(m.startswith("probe: subscribe failed: CUPTI_ERROR") for m in sample["messages"])
+    assert sample["launches_seen"] == 0 and sample["event_pairs"] == 0
