@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -88,6 +89,25 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "profiler_old": ("profiler_old", {}),
     "profiler": ("profiler", {}),
 }
+
+
+def median_interval(values: list[float], level: float = 0.9) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of ``values`` (order statistics: the k-th smallest and
+    largest, k the largest for which both tails of Binomial(n, 1/2) below k hold at most 1 - level); None
+    when there are too few values for the level (fewer than 5 at 0.9). Six rounds give the whole range,
+    eighteen the 6th to 13th value: what tells two conditions apart, or does not."""
+    n = len(values)
+    ordered = sorted(values)
+    tail = 0.0
+    k = 0
+    while k < n // 2:
+        tail += math.comb(n, k) / 2**n  # P(Binomial(n, 1/2) <= k)
+        if 2 * tail > 1 - level:
+            break
+        k += 1
+    if k == 0:
+        return None
+    return ordered[k - 1], ordered[n - k]
 
 
 def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:
@@ -289,7 +309,8 @@ def main() -> int:
         plain = statistics.median(plain_runs)
         keys = lib_keys if app != "probe_app" else app_keys
         print(f"\n{app}: plain {plain:.1f} ms; medians of {args.rounds} interleaved runs, ms")
-        print(f"{'condition':26} {'extra':>7} {'paired':>7} " + " ".join(f"{k[-10:]:>10}" for k in keys))
+        head = f"{'condition':26} {'extra':>7} {'paired':>7} {'90% of it':>11} "
+        print(head + " ".join(f"{k[-10:]:>10}" for k in keys))
         summary[app] = {}
         for name, runs in per.items():
             row: dict = {}
@@ -298,9 +319,10 @@ def main() -> int:
                 row[key] = round(statistics.median(values), 3) if values else None
             row["extra_ms"] = round(row["wall_ms"] - plain, 3)
             # each run against the plain run of its own round
-            row["paired_extra_ms"] = round(
-                statistics.median(s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)), 3
-            )
+            paired = [s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)]
+            row["paired_extra_ms"] = round(statistics.median(paired), 3)
+            interval = median_interval(paired)
+            row["paired_extra_interval_ms"] = [round(v, 3) for v in interval] if interval else None
             row["records"] = runs[0].get("records", runs[0].get("launches"))
             for key in (
                 "launches_seen",
@@ -315,7 +337,9 @@ def main() -> int:
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row
             cells = " ".join(f"{row[k]:10.2f}" if row[k] is not None else f"{'-':>10}" for k in keys)
-            print(f"{name:26} {row['extra_ms']:+7.1f} {row['paired_extra_ms']:+7.1f} {cells}")
+            span = row["paired_extra_interval_ms"]
+            span_text = f"{span[0]:+.0f}..{span[1]:+.0f}" if span else "-"
+            print(f"{name:26} {row['extra_ms']:+7.1f} {row['paired_extra_ms']:+7.1f} {span_text:>11} {cells}")
             if row.get("launches_seen"):
                 print(
                     f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "
