@@ -4,7 +4,8 @@ Runs a probe application (benchmarks/trace_probe_app.cu: timestamps around CUDA'
 first allocation, the first launch, 200 launches) and two examples plain, under probe injection
 libraries (benchmarks/trace_probe.cpp: each step of the native profiler's trace mode switchable and timed) and
 under the profiler itself, interleaved in shuffled rounds. Prints per condition the median wall time over
-the plain run (and the median of each run against its own round's plain run), and the median phases:
+the plain run (and the median of each run against its own round's plain run, with a 90% interval for that
+median: the whole range at six rounds, the 6th to 13th of eighteen), and the median phases:
 for the probe application its own; for the examples spawn -> injection library loaded (cuInit), each
 set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's and libcuda's teardown).
 
@@ -15,6 +16,11 @@ set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's 
 --thirdparty adds programs of benchmarks/thirdparty/manifest.json (fetched into that folder, built with
 their own build lines) to the applications; under the profiler, ``parse_ms`` is what reading the trace and
 ranking its kernels costs afterwards (profiler.trace), outside the application's wall time.
+
+--apps none runs the third-party programs only; the profiler and the examples are built only when a
+condition or an application needs them. The probe's launch-callback conditions (callback_only,
+callback_count_per_kernel, full_sample*, callback_events*) print the launches the callback saw, the kernel
+records, the activity toggles and the event pairs read.
 
 --old-native builds the profiler from other sources too (e.g. a previous commit's profiler/native);
 --variant builds the current sources with extra flags (-DPROFILER_DEVICE_BUFFER_BYTES=262144).
