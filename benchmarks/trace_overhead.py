@@ -20,7 +20,9 @@ ranking its kernels costs afterwards (profiler.trace), outside the application's
 --apps none runs the third-party programs only; the profiler and the examples are built only when a
 condition or an application needs them. The probe's launch-callback conditions (callback_only,
 callback_count_per_kernel, full_sample*, callback_events*) print the launches the callback saw, the kernel
-records, the activity toggles and the event pairs read.
+records, the activity toggles and the event pairs read; full_overhead prints CUPTI's own overhead records
+(CUPTI_ACTIVITY_KIND_OVERHEAD: the kernel instrumentation CUPTI generates at module load, buffer flushes,
+...) summed by kind.
 
 --old-native builds the profiler from other sources too (e.g. a previous commit's profiler/native);
 --variant builds the current sources with extra flags (-DPROFILER_DEVICE_BUFFER_BYTES=262144).
@@ -83,6 +85,7 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "full_sample100": ("probe", {"PROBE_SAMPLE": "100"}),
     "full_sample100_stride64": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "64"}),
     "full_sample100_stride1024": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "1024"}),
+    "full_overhead": ("probe", {"PROBE_OVERHEAD": "1"}),
     "callback_count_per_kernel": ("probe", {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100"}),
     "callback_events100": (
         "probe",
@@ -243,6 +246,7 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
                 toggle_ms=t["toggle_ns"] / 1e6,
                 event_pairs=t["event_pairs"],
                 event_ms=t["event_ms"],
+                cupti_overhead_ms={kind: ns / 1e6 for kind, ns in t["overhead_ns"].items()},
             )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
@@ -351,6 +355,16 @@ def main() -> int:
                     f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "
                     f"{row['toggles']} toggles ({row['toggle_ms']:.2f} ms), {row['event_pairs']} event "
                     f"pairs read ({row['event_ms']:.2f} ms of kernel time)"
+                )
+            kinds = sorted({k for s in runs for k in s.get("cupti_overhead_ms", {})})
+            if kinds:  # CUPTI's own overhead records, medians over the runs (a run without a kind: 0)
+                row["cupti_overhead_ms"] = {
+                    k: round(statistics.median(s["cupti_overhead_ms"].get(k, 0.0) for s in runs), 3)
+                    for k in kinds
+                }
+                print(
+                    "    CUPTI overhead records, ms: "
+                    + ", ".join(f"{k} {v}" for k, v in row["cupti_overhead_ms"].items())
                 )
             for message in row["messages"] + row["accordo_stats"][:1]:
                 print(f"    {message}")

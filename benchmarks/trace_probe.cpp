@@ -20,6 +20,9 @@
 //   PROBE_TIMER=events  (stage callback, PROBE_SAMPLE=N) the sampled launches timed without kernel activity: a
 //                   CUDA event pair recorded on the launch's stream in the callback (API enter and exit),
 //                   finished pairs read at later sampled launches ("event_pairs", "event_ms")
+//   PROBE_OVERHEAD  1: CUPTI's own overhead records too (CUPTI_ACTIVITY_KIND_OVERHEAD), their time summed by
+//                   kind ("overhead_ns": instrumentation, buffer_flush, resource, ...); "records" counts the
+//                   kernel records only
 // At exit (library destructor) prints one line "probe: {json}" on stderr with the timestamps in ns.
 #include <dlfcn.h>
 
@@ -58,7 +61,13 @@ struct Times {
   uint64_t toggles = 0, toggle_ns = 0;
   uint64_t event_pairs = 0;
   double event_ms = 0;
+  uint64_t overhead_ns[10] = {};  // by overhead_slot()
 } g_t;
+
+// CUpti_ActivityOverheadKind's values in the order of their names below (the enum's values are sparse).
+const char* const kOverheadNames[10] = {"unknown", "driver_compiler", "buffer_flush", "instrumentation",
+                                        "resource", "module_loading", "lazy_function_loading",
+                                        "command_buffer_full", "buffer_request", "uvm_init"};
 
 [[gnu::constructor]] void on_load() { g_t.ctor = now(); }
 
@@ -81,9 +90,25 @@ void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   ++g_t.buffers;
 }
 
+size_t overhead_slot(uint32_t kind) {
+  if (kind == CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER) return 1;
+  const uint32_t high = kind >> 16;  // ..._CUPTI_BUFFER_FLUSH = 1<<16 to ..._UVM_ACTIVITY_INIT = 8<<16
+  return (kind & 0xffff) == 0 && high >= 1 && high <= 8 ? high + 1 : 0;
+}
+
 void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* record = nullptr;
-  while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) ++g_t.records;
+  while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_OVERHEAD) {
+      ++g_t.records;
+      continue;
+    }
+    const auto* overhead = reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+    if (overhead->end > overhead->start) {
+      g_t.overhead_ns[overhead_slot(overhead->overheadKind)] += overhead->end - overhead->start;
+    }
+    std::free(overhead->overheadData);  // the client's to free (cupti_activity.h)
+  }
   std::free(buffer);
 }
 
@@ -251,18 +276,27 @@ void at_exit() {
 
 [[gnu::destructor]] void on_unload() {
   const uint64_t dtor = now();
+  std::string overheads;
+#ifndef PROBE_NO_CUPTI
+  for (size_t i = 0; i < 10; ++i) {
+    if (g_t.overhead_ns[i] == 0) continue;
+    overheads += (overheads.empty() ? "\"" : ",\"") + std::string(kOverheadNames[i]) + "\":" +
+                 std::to_string(g_t.overhead_ns[i]);
+  }
+#endif
   std::fprintf(stderr,
                "probe: {\"ctor\":%llu,\"init0\":%llu,\"dlopen\":%llu,\"attrs\":%llu,\"reg\":%llu,\"enable\":%llu,"
                "\"init1\":%llu,\"exit0\":%llu,\"flush\":%llu,\"finalize\":%llu,\"exit1\":%llu,\"dtor\":%llu,"
                "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu,\"launches\":%llu,\"toggles\":%llu,"
-               "\"toggle_ns\":%llu,\"event_pairs\":%llu,\"event_ms\":%.6f}\n",
+               "\"toggle_ns\":%llu,\"event_pairs\":%llu,\"event_ms\":%.6f,\"overhead_ns\":{%s}}\n",
                (unsigned long long)g_t.ctor, (unsigned long long)g_t.init0, (unsigned long long)g_t.dlopen,
                (unsigned long long)g_t.attrs, (unsigned long long)g_t.reg, (unsigned long long)g_t.enable,
                (unsigned long long)g_t.init1, (unsigned long long)g_t.exit0, (unsigned long long)g_t.flush,
                (unsigned long long)g_t.finalize, (unsigned long long)g_t.exit1, (unsigned long long)dtor,
                (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors,
                (unsigned long long)g_t.launches.load(), (unsigned long long)g_t.toggles,
-               (unsigned long long)g_t.toggle_ns, (unsigned long long)g_t.event_pairs, g_t.event_ms);
+               (unsigned long long)g_t.toggle_ns, (unsigned long long)g_t.event_pairs, g_t.event_ms,
+               overheads.c_str());
 }
 
 }  // namespace
@@ -304,6 +338,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   g_t.reg = now();
   if (stage == "enable" || stage == "full") {
     check(cuptiActivityEnable(kind()), "enable");
+    if (std::string(env("PROBE_OVERHEAD", "0")) == "1") {
+      check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD), "enable overhead");
+    }
     g_active = true;
   }
   g_t.enable = now();

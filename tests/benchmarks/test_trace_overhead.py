@@ -46,6 +46,7 @@ def test_a_loaded_probe_reports_its_stats_line(libs: dict[str, Path], variant: s
     assert sample["errors"] == 0
     assert sample["launches_seen"] == 0 and sample["toggles"] == 0 and sample["event_pairs"] == 0
     assert sample["event_ms"] == 0.0 and sample["records"] == 0
+    assert sample["cupti_overhead_ms"] == {}
     assert "messages" not in sample
 
 
