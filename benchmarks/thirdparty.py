@@ -13,8 +13,10 @@ measurable on medians of runs taken side by side.
 
 Targets (issue 41): ``timing_overhead`` (median of timing_s / plain_s - 1) at most 0.03; on every program
 ``timing_s - plain_s`` at most the larger of 3% of ``plain_s`` and 50 ms; and ``counter_ratio_max``
-(counters_s / plain_s) at most 10. A program whose build or diagnosis fails is a row with its error, never a
-missing row.
+(counters_s / plain_s) at most 10. Beside the rule, ``timing_excess_intervals_s`` gives each program a 90%
+interval for the median of its rounds' paired excesses (the whole range at five rounds) and
+``timing_rule_undecided`` the programs whose interval holds the excess the rule allows. A program whose
+build or diagnosis fails is a row with its error, never a missing row.
 
     python benchmarks/thirdparty/fetch.py --into .thirdparty [--from MIRRORS]   # once, where there is network
     python -m benchmarks.thirdparty --sources .thirdparty --out benchmarks/results/thirdparty.json
@@ -39,6 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from benchmarks.common import device_name, earlier_outputs, joined_rows
+from benchmarks.intervals import median_interval
 from intelliperf.contract import Report
 from intelliperf.errors import IntelliPerfError
 from intelliperf.gpu.nvidia.backend import NvidiaBackend
@@ -77,9 +80,27 @@ def within_timing_target(plain_s: float, timing_s: float) -> bool:
     return round((timing_s - plain_s) * 1e6) <= round(allowed * 1e6)
 
 
+def excess_interval(row: dict) -> tuple[float, float] | None:
+    """A 90% interval for the median of the row's paired excesses (each round's timing pass minus its plain
+    run, benchmarks.intervals); None with fewer than five rounds."""
+    plain, timed = row.get("plain_runs") or [], row.get("timing_runs") or []
+    if len(plain) != len(timed):
+        return None
+    return median_interval([t - p for p, t in zip(plain, timed, strict=True)])
+
+
+def timing_rule_undecided(row: dict) -> bool:
+    """The row's paired excess interval holds the excess the timing rule allows: its runs scatter too much
+    to say whether the program is within the rule (a program with fewer than five rounds is undecided)."""
+    interval = excess_interval(row)
+    allowed = max(TIMING_OVERHEAD_TARGET * row["plain_s"], TIMING_EXCESS_FLOOR_S)
+    return interval is None or interval[0] <= allowed <= interval[1]
+
+
 def summarize(rows: list[dict]) -> dict:
     """The set's medians and maxima over the programs that were measured (a failed one counts nowhere,
-    and is said so by ``measured``)."""
+    and is said so by ``measured``); ``timing_rule_undecided`` names the programs whose verdict on the
+    timing rule their own runs' scatter cannot settle."""
     measured = [r for r in rows if r.get("timing_s") is not None and r.get("plain_s")]
     overheads = [r["timing_s"] / r["plain_s"] - 1 for r in measured]
     ratios = [r["counters_s"] / r["plain_s"] for r in measured if r.get("counters_s") is not None]
@@ -91,6 +112,12 @@ def summarize(rows: list[dict]) -> dict:
         "timing_within_target_everywhere": (
             all(within_timing_target(r["plain_s"], r["timing_s"]) for r in measured) if measured else None
         ),
+        "timing_rule_undecided": [r["name"] for r in measured if timing_rule_undecided(r)],
+        "timing_excess_intervals_s": {
+            r["name"]: [round(v, 4) for v in interval]
+            for r in measured
+            if (interval := excess_interval(r)) is not None
+        },
         "counter_ratio_median": round(statistics.median(ratios), 3) if ratios else None,
         "counter_ratio_max": round(max(ratios), 3) if ratios else None,
         "targets": {

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import shutil
@@ -43,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.intervals import median_interval
 from profiler.build import LIBRARY_NAME
 from profiler.trace import (
     LAUNCHES_SUFFIX,
@@ -98,25 +98,6 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "profiler_old": ("profiler_old", {}),
     "profiler": ("profiler", {}),
 }
-
-
-def median_interval(values: list[float], level: float = 0.9) -> tuple[float, float] | None:
-    """A distribution-free interval for the median of ``values`` (order statistics: the k-th smallest and
-    largest, k the largest for which both tails of Binomial(n, 1/2) below k hold at most 1 - level); None
-    when there are too few values for the level (fewer than 5 at 0.9). Six rounds give the whole range,
-    eighteen the 6th to 13th value: what tells two conditions apart, or does not."""
-    n = len(values)
-    ordered = sorted(values)
-    tail = 0.0
-    k = 0
-    while k < n // 2:
-        tail += math.comb(n, k) / 2**n  # P(Binomial(n, 1/2) <= k)
-        if 2 * tail > 1 - level:
-            break
-        k += 1
-    if k == 0:
-        return None
-    return ordered[k - 1], ordered[n - k]
 
 
 def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""benchmarks/thirdparty.py on the CPU: the timing target's edges (3% of the plain run, 50 ms floor) and
-the set's figures, where a failed program counts nowhere."""
+"""benchmarks/thirdparty.py on the CPU: the timing target's edges (3% of the plain run, 50 ms floor), the
+set's figures, where a failed program counts nowhere, and which programs' runs scatter too much to settle
+the rule."""
 
 from __future__ import annotations
 
@@ -85,3 +86,33 @@ def test_a_program_not_started_now_and_never_measured_before_stays_a_row_with_it
         [{"device": "NVIDIA H200", "rows": []}], [{"name": "hecbench-sort", "error": NOT_STARTED}]
     )
     assert rows == [{"name": "hecbench-sort", "error": NOT_STARTED}]
+
+
+def rounds(name: str, excesses: list[float], plain_s: float = 1.0) -> dict:
+    """A measured row whose rounds' timing passes exceed their plain runs by ``excesses``."""
+    plain = [plain_s] * len(excesses)
+    timed = [p + e for p, e in zip(plain, excesses, strict=True)]
+    median = sorted(excesses)[len(excesses) // 2]
+    return {
+        "name": name,
+        "plain_s": plain_s,
+        "timing_s": plain_s + median,
+        "plain_runs": plain,
+        "timing_runs": timed,
+    }
+
+
+def test_a_program_is_undecided_when_its_excess_interval_holds_what_the_rule_allows() -> None:
+    rows = [
+        rounds("edge", [0.01, 0.02, 0.03, 0.04, 0.05]),  # five rounds: the whole range, up to 50 ms exactly
+        rounds("below", [0.01, 0.02, 0.03, 0.04, 0.049]),
+        rounds("above", [0.06, 0.07, 0.08, 0.09, 0.10]),  # over the rule, and surely so
+        rounds("three", [0.0, 0.0, 0.0]),  # too few rounds for an interval
+        rounds("long", [-0.2, 0.0, 0.2, 0.3, 0.4], plain_s=10.0),  # 3% of 10 s: 300 ms is allowed
+        {"name": "failed", "error": "make exited 2"},
+    ]
+    figures = summarize(rows)
+    assert figures["timing_rule_undecided"] == ["edge", "three", "long"]
+    intervals = figures["timing_excess_intervals_s"]
+    assert intervals["below"] == [0.01, 0.049] and intervals["above"] == [0.06, 0.1]
+    assert "three" not in intervals and "failed" not in intervals
