@@ -20,7 +20,10 @@ build or diagnosis fails is a row with its error, never a missing row.
 
     python benchmarks/thirdparty/fetch.py --into .thirdparty [--from MIRRORS]   # once, where there is network
     python -m benchmarks.thirdparty --sources .thirdparty --out benchmarks/results/thirdparty.json
-                                    [--repeats 5] [--only a,b] [--budget-s 540]
+                                    [--repeats 5] [--only a,b] [--budget-s 540] [--settle-s 0]
+
+``--settle-s S`` gives a program whose timing rule its first rounds leave undecided more rounds, up to 21
+and at most S seconds of them: the device time goes where the scatter needs it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -171,7 +175,42 @@ def timing_pass(backend: NvidiaBackend, argv: list[str], cwd: Path) -> tuple[flo
     return time.perf_counter() - began, timing.wall_s, sum(k.launches for k in timing.kernels)
 
 
-def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: int) -> dict:
+MOST_ROUNDS = 21
+
+
+def side_by_side(
+    plain_once: Callable[[], float],
+    timed_once: Callable[[], float],
+    first: int,
+    settle_s: float,
+    warm_s: float,
+) -> tuple[list[float], list[float]]:
+    """``first`` rounds of a plain run beside a timing pass (their order alternating from round to round),
+    then, while the timing rule is undecided (``timing_rule_undecided``), more rounds, up to MOST_ROUNDS and
+    as long as the extra rounds have taken less than ``settle_s``: the rounds where the scatter needs them.
+    The seconds of the plain runs and of the timing passes, by round."""
+    plain: list[float] = []
+    timed: list[float] = []
+    extra_s = 0.0
+    while True:
+        rounds = len(plain)
+        if rounds >= first:
+            undecided = timing_rule_undecided(
+                {"plain_s": statistics.median(plain), "plain_runs": plain, "timing_runs": timed}
+            )
+            if not undecided or rounds >= MOST_ROUNDS or extra_s + 2 * warm_s > settle_s:
+                return plain, timed
+        began = time.perf_counter()
+        if rounds % 2 == 0:
+            plain.append(plain_once())
+        timed.append(timed_once())
+        if rounds % 2 == 1:
+            plain.append(plain_once())
+        if rounds >= first:
+            extra_s += time.perf_counter() - began
+
+
+def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: int, settle_s: float) -> dict:
     row: dict = {"name": program.name, "kind": program.kind, "repository": program.repository,
                  "commit": program.commit, "run": list(program.run)}  # fmt: skip
     project = scratch / program.name
@@ -189,15 +228,17 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
         argv = command(program.run)
         warm_s = plain_run(argv, project)
         timing_pass(backend, argv, project)
-        plain, timed, traced_app = [], [], []
-        for round_index in range(rounds_for(warm_s, repeats)):
-            if round_index % 2 == 0:
-                plain.append(plain_run(argv, project))
-            seconds, app_s, launches = timing_pass(backend, argv, project)
-            timed.append(seconds)
-            traced_app.append(app_s)
-            if round_index % 2 == 1:
-                plain.append(plain_run(argv, project))
+        passes: list[tuple[float, float, int]] = []  # the timing passes' (seconds, app seconds, launches)
+
+        def one_pass() -> float:
+            passes.append(timing_pass(backend, argv, project))
+            return passes[-1][0]
+
+        plain, timed = side_by_side(
+            lambda: plain_run(argv, project), one_pass, rounds_for(warm_s, repeats), settle_s, warm_s
+        )
+        traced_app = [app_s for _, app_s, _ in passes]
+        launches = passes[-1][2]
         report = diagnose(argv, project, out)
     except (subprocess.SubprocessError, RuntimeError, OSError, IntelliPerfError) as err:
         row["error"] = str(err)[-1500:]
@@ -235,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated program names")
     parser.add_argument("--budget-s", type=float, default=540.0, help="no program starts after this")
     parser.add_argument(
+        "--settle-s", type=float, default=0.0,
+        help="per program, at most this long for rounds beyond --repeats while the timing rule is undecided",
+    )  # fmt: skip
+    parser.add_argument(
         "--rows-from", type=Path, default=None,
         help="an earlier results file on the same device: its rows of the programs not measured now are "
         "kept (device calls are 10 minutes; each row is measured side by side within itself)",
@@ -262,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() - began > args.budget_s:
                 rows.append({"name": program.name, "error": NOT_STARTED})
                 continue
-            row = measure(program, args.sources, Path(scratch), reports, args.repeats)
+            row = measure(program, args.sources, Path(scratch), reports, args.repeats, args.settle_s)
             rows.append(row)
             print(json.dumps(row), flush=True)
     if earlier:

@@ -8,10 +8,13 @@ import sys
 
 import pytest
 
+from benchmarks import thirdparty
 from benchmarks.thirdparty import (
+    MOST_ROUNDS,
     NOT_STARTED,
     command,
     rounds_for,
+    side_by_side,
     summarize,
     with_earlier_rows,
     within_timing_target,
@@ -116,3 +119,53 @@ def test_a_program_is_undecided_when_its_excess_interval_holds_what_the_rule_all
     intervals = figures["timing_excess_intervals_s"]
     assert intervals["below"] == [0.01, 0.049] and intervals["above"] == [0.06, 0.1]
     assert "three" not in intervals and "failed" not in intervals
+
+
+class ScriptedRuns:
+    """Plain runs of 1 s and timing passes that exceed them by the scripted excesses (the last one repeated),
+    each advancing a fake clock by its own seconds; ``calls`` is the order they ran in."""
+
+    def __init__(self, excesses: list[float]) -> None:
+        self.excesses = excesses
+        self.clock = 0.0
+        self.calls: list[str] = []
+
+    def plain(self) -> float:
+        self.calls.append("plain")
+        self.clock += 1.0
+        return 1.0
+
+    def timed(self) -> float:
+        index = sum(call == "timed" for call in self.calls)
+        self.calls.append("timed")
+        seconds = 1.0 + self.excesses[min(index, len(self.excesses) - 1)]
+        self.clock += seconds
+        return seconds
+
+
+def run(script: ScriptedRuns, monkeypatch: pytest.MonkeyPatch, settle_s: float) -> tuple[list, list]:
+    monkeypatch.setattr(thirdparty.time, "perf_counter", lambda: script.clock)
+    return side_by_side(script.plain, script.timed, first=5, settle_s=settle_s, warm_s=1.0)
+
+
+def test_without_settling_time_the_first_rounds_are_all_and_their_order_alternates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = ScriptedRuns([0.0, 0.1])  # undecided: the interval holds the 50 ms allowed
+    plain, timed = run(script, monkeypatch, settle_s=0.0)
+    assert len(plain) == len(timed) == 5
+    assert script.calls[:4] == ["plain", "timed", "timed", "plain"]
+
+
+def test_an_undecided_program_gets_rounds_until_its_interval_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two excesses of 100 ms among zeros: at eleven rounds the interval's top is the 9th value, a zero
+    script = ScriptedRuns([0.0, 0.1, 0.0, 0.1, 0.0, 0.0])
+    plain, timed = run(script, monkeypatch, settle_s=1000.0)
+    assert len(plain) == len(timed) == 11
+
+
+def test_extra_rounds_stop_at_most_rounds_and_at_the_settling_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    never = [0.0, 0.1] * MOST_ROUNDS  # never settles
+    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1000.0)[0]) == MOST_ROUNDS
+    # each extra round takes about 2.05 s and the next is started while 2 * warm_s more fits in 5 s
+    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=5.0)[0]) == 5 + 2
