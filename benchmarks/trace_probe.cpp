@@ -126,9 +126,11 @@ void set_attr(CUpti_ActivityAttribute attr, const char* name) {
   }
 }
 
-CUpti_ActivityKind kind() {
-  return std::string(env("PROBE_KIND", "concurrent")) == "kernel" ? CUPTI_ACTIVITY_KIND_KERNEL
-                                                                  : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+CUpti_ActivityKind kind() {  // read once: the toggles call it on the launch path
+  static const CUpti_ActivityKind chosen = std::string(env("PROBE_KIND", "concurrent")) == "kernel"
+                                               ? CUPTI_ACTIVITY_KIND_KERNEL
+                                               : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  return chosen;
 }
 
 uint64_t g_sample = 0;  // 0: no sampling (the callback only counts)
@@ -175,11 +177,15 @@ CUstream launched_stream(CUpti_CallbackId cbid, const void* params) {
 #define PROBE_STR2(x) #x
 #define PROBE_STR(x) PROBE_STR2(x)
 
-// A driver function from the libcuda the application has loaded (the probe does not link libcuda); the
-// name through cuda.h's versioning macros.
+// A driver function from the libcuda the application has loaded (the probe does not link libcuda, and the
+// CUDA runtime loads it RTLD_LOCAL, out of RTLD_DEFAULT's reach); the name through cuda.h's versioning macros.
 template <typename Fn>
 Fn driver(const char* name) {
-  void* symbol = dlsym(RTLD_DEFAULT, name);
+  static void* const libcuda = [] {
+    void* loaded = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return loaded != nullptr ? loaded : dlopen("libcuda.so.1", RTLD_NOW);
+  }();
+  void* symbol = libcuda != nullptr ? dlsym(libcuda, name) : nullptr;
   if (symbol == nullptr) {
     std::fprintf(stderr, "probe: driver function %s not found\n", name);
     ++g_t.errors;
