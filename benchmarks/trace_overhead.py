@@ -100,6 +100,10 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
 }
 
 
+# what the probe's launch callback reports, kept from a condition's first run when the callback ran
+CALLBACK_KEYS = ("launches_seen", "toggles", "toggle_ms", "event_pairs", "event_ms")
+
+
 def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:
     """The variables that load ``library`` in trace mode with its stats line, writing ``t-<pid>.jsonl`` into
     ``folder``. Old sources (``profiler_old``) from before the settings file read ACCORDO_* variables."""
@@ -315,13 +319,7 @@ def main() -> int:
             interval = median_interval(paired)
             row["paired_extra_interval_ms"] = [round(v, 3) for v in interval] if interval else None
             row["records"] = runs[0].get("records", runs[0].get("launches"))
-            for key in (
-                "launches_seen",
-                "toggles",
-                "toggle_ms",
-                "event_pairs",
-                "event_ms",
-            ):  # the launch callback's, when it ran
+            for key in CALLBACK_KEYS:
                 if key in runs[0]:
                     row[key] = runs[0][key]
             row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
