@@ -16,7 +16,9 @@ Targets (issue 41): ``timing_overhead`` (median of timing_s / plain_s - 1) at mo
 (counters_s / plain_s) at most 10. Beside the rule, ``timing_excess_intervals_s`` gives each program a 90%
 interval for the median of its rounds' paired excesses (the whole range at five rounds) and
 ``timing_rule_undecided`` the programs whose interval holds the excess the rule allows. A program whose
-build or diagnosis fails is a row with its error, never a missing row.
+build or runs fail is a row with its ``error``, never a missing row; one whose ``intelliperf run`` fails
+after its rounds keeps what the rounds measured, with ``diagnosis_error`` in place of the counter pass and
+the diagnosis (``diagnosis_failed`` names them).
 
     python benchmarks/thirdparty/fetch.py --into .thirdparty [--from MIRRORS]   # once, where there is network
     python -m benchmarks.thirdparty --sources .thirdparty --out benchmarks/results/thirdparty.json
@@ -117,6 +119,7 @@ def summarize(rows: list[dict]) -> dict:
             all(within_timing_target(r["plain_s"], r["timing_s"]) for r in measured) if measured else None
         ),
         "timing_rule_undecided": [r["name"] for r in measured if timing_rule_undecided(r)],
+        "diagnosis_failed": [r["name"] for r in measured if r.get("diagnosis_error")],
         "timing_excess_intervals_s": {
             r["name"]: [round(v, 4) for v in interval]
             for r in measured
@@ -237,34 +240,46 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
         plain, timed = side_by_side(
             lambda: plain_run(argv, project), one_pass, rounds_for(warm_s, repeats), settle_s, warm_s
         )
-        traced_app = [app_s for _, app_s, _ in passes]
-        launches = passes[-1][2]
-        report = diagnose(argv, project, out)
     except (subprocess.SubprocessError, RuntimeError, OSError, IntelliPerfError) as err:
         row["error"] = str(err)[-1500:]
         return row
+    row |= cost_fields(plain, timed, passes)
+    try:
+        report = diagnose(argv, project, out)
+    except (subprocess.SubprocessError, RuntimeError, OSError) as err:
+        return row | {"diagnosis_error": str(err)[-1500:]}
+    return row | report_fields(report, row["plain_s"])
+
+
+def cost_fields(plain: list[float], timed: list[float], passes: list[tuple[float, float, int]]) -> dict:
+    """What the side-by-side rounds measured: it stands whether or not the diagnosis run succeeds."""
     plain_s, timing_s = statistics.median(plain), statistics.median(timed)
-    counters_s = report.passes.counters_s
-    hottest = report.kernels[0] if report.kernels else None
-    row |= {
+    return {
         "plain_s": round(plain_s, 4),
         "plain_runs": [round(p, 4) for p in plain],
         "timing_s": round(timing_s, 4),
         "timing_runs": [round(t, 4) for t in timed],
-        "traced_app_s": round(statistics.median(traced_app), 4),
-        "report_timing_s": report.passes.timing_s,
-        "counters_s": counters_s,
-        "setup_s": report.passes.setup_s,
+        "traced_app_s": round(statistics.median(app_s for _, app_s, _ in passes), 4),
         "timing_overhead": round(timing_s / plain_s - 1, 4),
         "timing_excess_s": round(timing_s - plain_s, 4),
         "within_timing_target": within_timing_target(plain_s, timing_s),
+        "launches": passes[-1][2],
+    }
+
+
+def report_fields(report: Report, plain_s: float) -> dict:
+    """What the `intelliperf run -f diagnoseOnly` run adds: its passes, the counter ratio, the diagnosis."""
+    counters_s = report.passes.counters_s
+    hottest = report.kernels[0] if report.kernels else None
+    return {
+        "report_timing_s": report.passes.timing_s,
+        "counters_s": counters_s,
+        "setup_s": report.passes.setup_s,
         "counter_ratio": round(counters_s / plain_s, 3) if counters_s is not None else None,
         "kernels": len(report.kernels),
-        "launches": launches,
         "hottest": hottest.demangled if hottest else None,
         "bottlenecks": sorted({d.formula for d in report.diagnoses if d.present}),
     }
-    return row
 
 
 def main(argv: list[str] | None = None) -> int:

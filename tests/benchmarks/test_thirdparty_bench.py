@@ -5,6 +5,7 @@ the rule."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,12 +14,15 @@ from benchmarks.thirdparty import (
     MOST_ROUNDS,
     NOT_STARTED,
     command,
+    load_fetch,
+    report_fields,
     rounds_for,
     side_by_side,
     summarize,
     with_earlier_rows,
     within_timing_target,
 )
+from intelliperf.contract import PassTimings, Report
 
 
 @pytest.mark.parametrize(
@@ -169,3 +173,46 @@ def test_extra_rounds_stop_at_most_rounds_and_at_the_settling_time(monkeypatch: 
     assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1000.0)[0]) == MOST_ROUNDS
     # each extra round takes about 2.05 s and the next is started while 2 * warm_s more fits in 5 s
     assert len(run(ScriptedRuns(never), monkeypatch, settle_s=5.0)[0]) == 5 + 2
+
+
+def test_a_failed_diagnosis_keeps_the_rounds_it_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nanoGPT's eager step: its rounds were measured, then `intelliperf run` stopped (exit 8); the row keeps
+    the rounds, names the diagnosis's error, and counts in the timing figures but not in the counter ratio."""
+    program = load_fetch().read_manifest()[0]
+    (tmp_path / "src" / program.name).mkdir(parents=True)
+    plain = iter([1.0, 1.10, 1.00, 0.90, 1.05, 1.00])  # the warm-up run, then five rounds
+    timed = iter([9.0, 1.20, 1.04, 1.02, 0.98, 1.06])  # the warm-up pass, then five rounds
+    monkeypatch.setattr(thirdparty, "plain_run", lambda argv, cwd: next(plain))
+    monkeypatch.setattr(thirdparty, "timing_pass", lambda backend, argv, cwd: (next(timed), 0.9, 17387))
+    monkeypatch.setattr(thirdparty.subprocess, "run", lambda *a, **k: None)  # the build line
+
+    def stopped(argv: list[str], project: Path, out: Path) -> None:
+        raise RuntimeError("intelliperf run exited 8: the profiled kernels carry no source-line information")
+
+    monkeypatch.setattr(thirdparty, "diagnose", stopped)
+    row = thirdparty.measure(program, tmp_path / "src", tmp_path / "scratch", tmp_path / "reports", 5, 0.0)
+    assert "error" not in row and "exited 8" in row["diagnosis_error"]
+    assert (row["plain_s"], row["timing_s"], row["launches"]) == (1.0, 1.04, 17387)
+    assert row["plain_runs"] == [1.1, 1.0, 0.9, 1.05, 1.0] and "counters_s" not in row
+    figures = summarize([row, {"name": "b", "plain_s": 1.0, "timing_s": 1.0, "counters_s": 3.0}])
+    assert figures["measured"] == 2 and figures["diagnosis_failed"] == [program.name]
+    assert figures["timing_overhead_max"] == 0.04 and figures["counter_ratio_max"] == 3.0
+
+
+RECORDED_REPORT = Path(__file__).parents[1] / "fixtures" / "gpu" / "torch_model" / "original" / "report.json"
+
+
+def make_report(counters_s: float | None, timing_s: float) -> Report:
+    """torch_model's report as recorded on the GPU machine, with these pass times."""
+    report = Report.model_validate_json(RECORDED_REPORT.read_text())
+    return report.model_copy(update={"passes": PassTimings(counters_s=counters_s, timing_s=timing_s)})
+
+
+def test_the_diagnosis_run_adds_its_passes_and_the_counter_ratio() -> None:
+    report = make_report(counters_s=4.0, timing_s=1.3)
+    fields = report_fields(report, plain_s=2.0)
+    assert (fields["counters_s"], fields["report_timing_s"], fields["counter_ratio"]) == (4.0, 1.3, 2.0)
+    assert fields["hottest"] == report.kernels[0].demangled and fields["kernels"] == len(report.kernels)
+    assert report_fields(make_report(counters_s=None, timing_s=1.3), plain_s=2.0)["counter_ratio"] is None
