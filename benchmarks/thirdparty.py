@@ -25,7 +25,9 @@ the diagnosis (``diagnosis_failed`` names them).
                                     [--repeats 5] [--only a,b] [--budget-s 540] [--settle-s 0]
 
 ``--settle-s S`` gives a program whose timing rule its first rounds leave undecided more rounds, up to 21
-and at most S seconds of them: the device time goes where the scatter needs it.
+and at most S seconds of them: the device time goes where the scatter needs it. The output is written after
+each program, so a run stopped by a device call's limit keeps what it measured (with ``--rows-from``, the
+earlier rows of the programs it had not reached).
 """
 
 from __future__ import annotations
@@ -140,14 +142,18 @@ def rounds_for(warm_s: float, repeats: int) -> int:
 
 
 NOT_STARTED = "not started: --budget-s ran out"
+NOT_REACHED = "not reached: the run had not come to it"
+"""What the output written after each program says of those still to come (a run killed midway leaves it)."""
+PLACEHOLDERS = (NOT_STARTED, NOT_REACHED)
 
 
 def with_earlier_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
     """This run's rows joined with the rows of ``earlier`` outputs (benchmarks.common.joined_rows), in
-    manifest order. A program that was not started now (``--budget-s``) was not measured: its row is only
-    a placeholder, which an earlier row of that program replaces and which stays where there is none."""
-    placeholders = [row for row in rows if row.get("error") == NOT_STARTED]
-    measured = [row for row in rows if row.get("error") != NOT_STARTED]
+    manifest order. A program that was not started now (``--budget-s``, or not reached yet) was not
+    measured: its row is only a placeholder, which an earlier row of that program replaces and which stays
+    where there is none."""
+    placeholders = [row for row in rows if row.get("error") in PLACEHOLDERS]
+    measured = [row for row in rows if row.get("error") not in PLACEHOLDERS]
     order = [p.name for p in load_fetch().read_manifest()]
     return joined_rows([{"rows": placeholders}, *earlier], measured, key="name", order=order, field="rows")
 
@@ -315,7 +321,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     began = time.monotonic()
-    rows = []
+    rows: list[dict] = []
+
+    def write() -> dict:
+        """The output as it stands, written after each program: a run stopped midway (a device call's limit)
+        keeps every row it measured, the earlier output's rows standing in for the programs not reached."""
+        reached = {row["name"] for row in rows}
+        ahead = [{"name": p.name, "error": NOT_REACHED} for p in programs if p.name not in reached]
+        kept = with_earlier_rows(earlier, rows + ahead) if earlier else rows + ahead
+        result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                  **summarize(kept), "rows": kept}  # fmt: skip
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        return result
+
     with tempfile.TemporaryDirectory(prefix="thirdparty-") as scratch:
         reports = args.reports or Path(scratch) / "reports"
         for program in programs:
@@ -325,12 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(program, args.sources, Path(scratch), reports, args.repeats, args.settle_s)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if earlier:
-        rows = with_earlier_rows(earlier, rows)
-    result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
-              **summarize(rows), "rows": rows}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+            write()
+    result = write()
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     return 0
 

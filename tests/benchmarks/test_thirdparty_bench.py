@@ -4,6 +4,7 @@ the rule."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -216,3 +217,39 @@ def test_the_diagnosis_run_adds_its_passes_and_the_counter_ratio() -> None:
     assert (fields["counters_s"], fields["report_timing_s"], fields["counter_ratio"]) == (4.0, 1.3, 2.0)
     assert fields["hottest"] == report.kernels[0].demangled and fields["kernels"] == len(report.kernels)
     assert report_fields(make_report(counters_s=None, timing_s=1.3), plain_s=2.0)["counter_ratio"] is None
+
+
+class Killed(Exception):
+    """The device call's time limit, arriving in the middle of a program."""
+
+
+def test_a_run_stopped_midway_keeps_the_rows_it_measured_and_the_earlier_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nanoGPT's compiled run outlived its device call and took the whole output with it: the output is
+    now written after each program, the earlier file's rows standing in for the programs not reached."""
+    fetch = load_fetch()
+    first, second, third = (p.name for p in fetch.read_manifest()[:3])
+    monkeypatch.setattr(fetch, "in_place", lambda program, folder: True)
+    monkeypatch.setattr(thirdparty, "device_name", lambda: "NVIDIA H200")
+
+    def measure(program, *args: object) -> dict:
+        if program.name == second:
+            raise Killed
+        return {"name": program.name, "plain_s": 1.0, "timing_s": 1.01, "counters_s": 2.0}
+
+    monkeypatch.setattr(thirdparty, "measure", measure)
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"device": "NVIDIA H200", "rows": [{"name": third, "plain_s": 3.0}]}))
+    out = tmp_path / "thirdparty.json"
+    with pytest.raises(Killed):
+        thirdparty.main(
+            ["--only", f"{first},{second},{third}", "--out", str(out), "--rows-from", str(earlier)]
+        )
+    written = json.loads(out.read_text())
+    assert [(r["name"], r.get("plain_s"), r.get("error")) for r in written["rows"]] == [
+        (first, 1.0, None),
+        (second, None, thirdparty.NOT_REACHED),
+        (third, 3.0, None),
+    ]
+    assert written["measured"] == 1 and written["programs"] == 3
