@@ -252,7 +252,7 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
     row |= cost_fields(plain, timed, passes)
     try:
         report = diagnose(argv, project, out)
-    except (subprocess.SubprocessError, RuntimeError, OSError) as err:
+    except (subprocess.SubprocessError, RuntimeError, OSError, ValueError) as err:  # ValueError: a bad report
         return row | {"diagnosis_error": str(err)[-1500:]}
     return row | report_fields(report, row["plain_s"])
 
