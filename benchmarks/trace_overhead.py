@@ -46,6 +46,7 @@ from benchmarks.intervals import median_interval
 from profiler.build import LIBRARY_NAME
 from profiler.trace import (
     LAUNCHES_SUFFIX,
+    MESSAGE_PREFIX,
     SETTINGS_VARIABLE,
     read_native_trace,
     read_trace,
@@ -235,9 +236,9 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
             )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
-        elif line.startswith("accordo: trace stats:"):
-            sample["accordo_stats"] = line
-        elif line.startswith("probe: ") or line.startswith("accordo: "):
+        elif line.startswith(f"{MESSAGE_PREFIX}trace stats:"):
+            sample["profiler_stats"] = [*sample.get("profiler_stats", []), line]
+        elif line.startswith(("probe: ", MESSAGE_PREFIX)):
             sample.setdefault("messages", []).append(line)
     return sample
 
@@ -322,7 +323,7 @@ def main() -> int:
             for key in CALLBACK_KEYS:
                 if key in runs[0]:
                     row[key] = runs[0][key]
-            row["accordo_stats"] = [s["accordo_stats"] for s in runs if "accordo_stats" in s][:3]
+            row["profiler_stats"] = [s["profiler_stats"] for s in runs if "profiler_stats" in s][:3]
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row
             cells = " ".join(f"{row[k]:10.2f}" if row[k] is not None else f"{'-':>10}" for k in keys)
@@ -345,7 +346,7 @@ def main() -> int:
                     "    CUPTI overhead records, ms: "
                     + ", ".join(f"{k} {v}" for k, v in row["cupti_overhead_ms"].items())
                 )
-            for message in row["messages"] + row["accordo_stats"][:1]:
+            for message in row["messages"] + [line for lines in row["profiler_stats"][:1] for line in lines]:
                 print(f"    {message}")
     args.out.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1) + "\n")
     return 0

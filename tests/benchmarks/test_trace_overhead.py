@@ -55,3 +55,13 @@ def test_a_launch_callback_that_cupti_refuses_is_reported(libs: dict[str, Path],
     assert sample["errors"] >= 1
     assert any(m.startswith("probe: subscribe failed: CUPTI_ERROR") for m in sample["messages"])
     assert sample["launches_seen"] == 0 and sample["event_pairs"] == 0
+
+
+def test_the_profilers_stats_and_messages_reach_the_reader(tmp_path: Path) -> None:
+    """The native profiler's lines on stderr, by the prefix it writes (profiler.trace.MESSAGE_PREFIX): its
+    stats line is kept apart from its other messages."""
+    stats = "intelliperf-profiler: trace stats: set-up 4.000 ms; 5 kernel records in 1 buffers"
+    other = "intelliperf-profiler: CUPTI dropped 3 kernel activity records"
+    script = f"import sys; print({stats!r}, file=sys.stderr); print({other!r}, file=sys.stderr)"
+    sample = run_once([sys.executable, "-c", script], tmp_path, {})
+    assert sample["profiler_stats"] == [stats] and sample["messages"] == [other]
