@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 from accordo.capture import Launch
+from accordo.cubin_variables import device_variables
 from accordo.cuda_driver import SPIN_KERNEL, SPIN_PTX
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +40,7 @@ __all__ = [
     "EventHarness",
     "HarnessSpeedup",
     "LoadedKernel",
+    "ModuleVariable",
     "PreparedLaunch",
     "compile_cubin",
     "dynamic_smem",
@@ -56,12 +58,17 @@ _POINTER = struct.Struct("<Q")
 # Pure helpers (no GPU)
 
 
+NVCC_FLAGS = ("-O3", "-lineinfo", "-std=c++17", "--extended-lambda")
+"""What every compiled example takes, and ``--extended-lambda`` for those that launch a template kernel
+with a ``__device__`` lambda (examples/tile_sums); it changes no other code."""
+
+
 def compile_cubin(source: Path, out: Path, *, arch: str = "sm_90", nvcc: str = "nvcc") -> Path:
-    """Compile ``source`` to the cubin ``out`` (``-O3 -lineinfo -std=c++17``). Raises RuntimeError
-    with the tail of nvcc's output when nvcc is missing or fails."""
+    """Compile ``source`` to the cubin ``out`` (NVCC_FLAGS). Raises RuntimeError with the tail of nvcc's
+    output when nvcc is missing or fails."""
     source, out = Path(source), Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [nvcc, "-cubin", "-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-o", str(out), str(source)]
+    cmd = [nvcc, "-cubin", *NVCC_FLAGS, f"-arch={arch}", "-o", str(out), str(source)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
     except FileNotFoundError:
@@ -169,6 +176,12 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], list[Any]]] = {
     "cuMemsetD8": (("cuMemsetD8_v2",), [_c_u64, ctypes.c_ubyte, _size]),
     "cuMemcpyHtoD": (("cuMemcpyHtoD_v2",), [_c_u64, _p, _size]),
     "cuMemcpyDtoH": (("cuMemcpyDtoH_v2",), [_p, _c_u64, _size]),
+    "cuMemcpyDtoD": (("cuMemcpyDtoD_v2",), [_c_u64, _c_u64, _size]),
+    "cuMemcpyDtoDAsync": (("cuMemcpyDtoDAsync_v2",), [_c_u64, _c_u64, _size, _p]),
+    "cuModuleGetGlobal": (
+        ("cuModuleGetGlobal_v2",),
+        [ctypes.POINTER(_c_u64), ctypes.POINTER(_size), _p, ctypes.c_char_p],
+    ),
     "cuEventCreate": (("cuEventCreate",), [ctypes.POINTER(_p), _uint]),
     "cuEventRecord": (("cuEventRecord",), [_p, _p]),
     "cuEventSynchronize": (("cuEventSynchronize",), [_p]),
@@ -219,12 +232,24 @@ class _Driver:
 
 
 @dataclass(frozen=True)
+class ModuleVariable:
+    """A ``__device__`` variable a kernel of the module can write, and a device copy of its load-time bytes
+    (accordo.cubin_variables)."""
+
+    name: str
+    device: int = field(repr=False)
+    pristine: int = field(repr=False)
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class LoadedKernel:
     name: str  # mangled name
     cubin: Path
     static_smem: int  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
     module: int = field(repr=False)
     function: int = field(repr=False)
+    variables: tuple[ModuleVariable, ...] = ()
 
 
 @dataclass
@@ -339,7 +364,8 @@ class EventHarness:
     # -- loading and preparing -------------------------------------------------------------------------
 
     def load(self, cubin: Path, kernel: str) -> LoadedKernel:
-        """Load ``cubin`` and find the kernel by its mangled name (as the tracer reports it)."""
+        """Load ``cubin`` and find the kernel by its mangled name (as the tracer reports it); keep a copy of
+        each writable module variable's load-time bytes, which every launch starts from (``_restore``)."""
         driver = self.driver
         cubin = Path(cubin)
         module = _p()
@@ -349,12 +375,24 @@ class EventHarness:
         driver.call("cuModuleGetFunction", ctypes.byref(function), module, kernel.encode())
         static = _int()
         driver.call("cuFuncGetAttribute", ctypes.byref(static), CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function)
+        variables = []
+        for name in device_variables(cubin.read_bytes()):
+            device, nbytes = _c_u64(), _size()
+            driver.call(
+                "cuModuleGetGlobal", ctypes.byref(device), ctypes.byref(nbytes), module, name.encode()
+            )
+            pristine = _c_u64()
+            driver.call("cuMemAlloc", ctypes.byref(pristine), max(nbytes.value, 1))
+            self._allocations.append(pristine.value)
+            driver.call("cuMemcpyDtoD", pristine.value, device.value, nbytes.value)
+            variables.append(ModuleVariable(name, device.value, pristine.value, nbytes.value))
         return LoadedKernel(
             name=kernel,
             cubin=cubin,
             static_smem=static.value,
             module=module.value or 0,
             function=function.value or 0,
+            variables=tuple(variables),
         )
 
     def prepare(
@@ -447,6 +485,13 @@ class EventHarness:
 
     # -- timing ----------------------------------------------------------------------------------------
 
+    def _restore(self, prepared: PreparedLaunch) -> None:
+        """Queue copies that put the module's writable variables back to their load-time bytes, as the
+        program resets a work-queue counter before each launch: without them, a kernel that drains a
+        ``__device__`` queue finds it empty from its second launch on. Nothing for a module without any."""
+        for v in prepared.kernel.variables:
+            self.driver.call("cuMemcpyDtoDAsync", v.device, v.pristine, v.nbytes, None)
+
     def _launch(self, prepared: PreparedLaunch) -> None:
         gx, gy, gz = prepared.grid
         bx, by, bz = prepared.block
@@ -499,9 +544,10 @@ class EventHarness:
         """GPU time of each of ``iterations`` launches in ns, after ``warmup`` untimed launches.
 
         Every launch has its own start/end event pair on the legacy default stream (events created
-        before the first launch, read after one synchronization). The inputs are not restored between
-        launches: a kernel that updates its inputs in place (``y += x``) runs on its own results from
-        the second launch on, which matters only when its running time depends on the data.
+        before the first launch, read after one synchronization). The module's writable variables are
+        restored before each launch (``_restore``, outside the events); the inputs are not: a kernel that
+        updates its inputs in place (``y += x``) runs on its own results from the second launch on, which
+        matters only when its running time depends on the data.
         """
         if iterations < 1 or warmup < 0:
             raise ValueError("iterations must be at least 1 and warmup not negative")
@@ -515,11 +561,13 @@ class EventHarness:
                 driver.call("cuEventCreate", ctypes.byref(event), 0)
                 events.append(event.value or 0)
             for _ in range(warmup):
+                self._restore(prepared)
                 self._launch(prepared)
             self._hold_gpu(1_000_000 + QUEUE_NS_PER_LAUNCH * iterations)
             for i in range(iterations):
                 if flush_l2_bytes:
                     self._flush_l2(flush_l2_bytes, i)
+                self._restore(prepared)
                 driver.call("cuEventRecord", events[2 * i], None)
                 self._launch(prepared)
                 driver.call("cuEventRecord", events[2 * i + 1], None)
@@ -540,7 +588,8 @@ class EventHarness:
     def time_batched(self, prepared: PreparedLaunch, *, launches: int = 50, rounds: int = 10) -> list[float]:
         """GPU time per launch in ns, once per round: ``launches`` back-to-back launches between one event
         pair, divided by ``launches``. The events' own cost is spread over the batch (what ``time`` pays
-        per launch), and the time includes the GPU's gap between consecutive launches."""
+        per launch), and the time includes the GPU's gap between consecutive launches, and the copies that
+        restore a module's writable variables before each launch (a few us each; none for most modules)."""
         if launches < 1 or rounds < 1:
             raise ValueError("launches and rounds must be at least 1")
         driver = self.driver
@@ -552,10 +601,12 @@ class EventHarness:
                     event = _p()
                     driver.call("cuEventCreate", ctypes.byref(event), 0)
                     events.append(event.value or 0)
+                self._restore(prepared)
                 self._launch(prepared)  # untimed: the previous round's or another kernel's state goes
                 self._hold_gpu(1_000_000 + QUEUE_NS_PER_LAUNCH * launches)  # the batch queues up behind it
                 driver.call("cuEventRecord", events[0], None)
                 for _ in range(launches):
+                    self._restore(prepared)
                     self._launch(prepared)
                 driver.call("cuEventRecord", events[1], None)
                 driver.call("cuEventSynchronize", events[1])

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from accordo.capture import Buffer, Launch, Param
+from accordo.cubin_variables import device_variables
 from benchmarks.event_harness import (
     EventHarness,
     _allocations,
@@ -44,6 +45,24 @@ __global__ void stage(const float* x, float* y, int n) {
 }
 """
 STAGE_NAME = "_Z5stagePKfPfi"
+
+# a module variable each launch takes a ticket from: every launch should see the count the module loaded with
+TICKETS = """
+__device__ unsigned int g_tickets;
+extern "C" __global__ void take_ticket(unsigned int* out) { out[0] = atomicAdd(&g_tickets, 1u); }
+"""
+
+# a template kernel launched with a __device__ lambda (examples/tile_sums): needs --extended-lambda
+LAMBDA = """
+template <typename F>
+__global__ void for_each_index(int n, F f) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) f(i);
+}
+void run(float* y, int n) {
+    for_each_index<<<(n + 127) / 128, 128>>>(n, [=] __device__(int i) { y[i] = 2.0f * i; });
+}
+"""
 
 
 def pointer(index: int, base: int, offset: int, size: int) -> Param:
@@ -183,6 +202,22 @@ def test_compile_cubin_error_has_the_compiler_output(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_compile_cubin_takes_a_kernel_launched_with_a_device_lambda(tmp_path: Path) -> None:
+    source = tmp_path / "lambda.cu"
+    source.write_text(LAMBDA)
+    data = compile_cubin(source, tmp_path / "lambda.cubin").read_bytes()
+    assert data[:4] == b"\x7fELF"
+    assert b"for_each_index" in data
+
+
+@needs_nvcc
+def test_the_cubin_names_the_module_variable_the_harness_restores(tmp_path: Path) -> None:
+    source = tmp_path / "tickets.cu"
+    source.write_text(TICKETS)
+    assert device_variables(compile_cubin(source, tmp_path / "t.cubin").read_bytes()) == ["g_tickets"]
+
+
+@needs_nvcc
 def test_compile_cubin(tmp_path: Path) -> None:
     source = tmp_path / "scale.cu"
     source.write_text(SCALE)
@@ -265,3 +300,26 @@ def test_gpu_time_and_output(
         assert len(result.ref_round_medians_ns) == len(result.cand_round_medians_ns) == 3
         assert result.ref_median_ns > 0 and result.cand_median_ns > 0
         assert 0.2 < result.speedup < 5.0
+
+
+@pytest.mark.gpu
+@needs_nvcc
+def test_gpu_every_launch_starts_from_the_module_variables_as_loaded(tmp_path: Path) -> None:
+    """Without the restore, the launches after the first would read the tickets earlier ones took (a
+    work-queue kernel would find its queue drained: examples/work_queue)."""
+    src = tmp_path / "tickets.cu"
+    src.write_text(TICKETS)
+    cubin = compile_cubin(src, tmp_path / "t.cubin")
+    base = 0x7F00_0040_0000
+    launch = make_launch(
+        tmp_path, (pointer(0, base, 0, 4),), {0: (base, struct.pack("<I", 12345))}, "take_ticket"
+    )
+    with EventHarness() as harness:
+        kernel = harness.load(cubin, "take_ticket")
+        assert [v.name for v in kernel.variables] == ["g_tickets"] and kernel.variables[0].nbytes == 4
+        prepared = harness.prepare(kernel, launch, (1, 1, 1), (1, 1, 1), 0)
+        assert harness.download(prepared, 0) == struct.pack("<I", 12345)
+        assert len(harness.time(prepared, iterations=5, warmup=2)) == 5
+        assert harness.download(prepared, 0) == struct.pack("<I", 0)
+        assert len(harness.time_batched(prepared, launches=4, rounds=2)) == 2
+        assert harness.download(prepared, 0) == struct.pack("<I", 0)
