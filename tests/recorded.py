@@ -38,8 +38,15 @@ def is_main(kernel: RankedKernel, example: dict) -> bool:
 
 
 def replay(name: str, variant: str = "original", formula: str = "diagnoseOnly", **spec: object) -> Report:
+    return replay_in(name, EXAMPLES / name, variant, formula, **spec)
+
+
+def replay_in(
+    name: str, project: Path, variant: str = "original", formula: str = "auto", **spec: object
+) -> Report:
+    """``name``'s recording diagnosed with ``project`` as its project (a changed copy of the example)."""
     job = JobSpec(applications=[Application(command=["./app"])], formula=formula, **spec)
-    return run_diagnosis(job, backend=ReplayBackend(RECORDED / name / variant), project=EXAMPLES / name)
+    return run_diagnosis(job, backend=ReplayBackend(RECORDED / name / variant), project=project)
 
 
 def main_profile(name: str, variant: str = "original") -> KernelProfile:

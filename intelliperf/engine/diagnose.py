@@ -17,6 +17,7 @@ from intelliperf.engine.build import run_build
 from intelliperf.engine.counter_store import CounterStore
 from intelliperf.engine.kernel_source import at_kernel_definition
 from intelliperf.engine.progress import NullProgress, Progress
+from intelliperf.engine.project_kernels import compiled_elsewhere
 from intelliperf.engine.workspace import relative_to_roots, workspace
 from intelliperf.errors import KernelNotFoundError, NoLineInfoError, ProfileError, SpecError
 from intelliperf.gpu.backend import GpuBackend, rank_kernels
@@ -245,7 +246,7 @@ def diagnose_in(
     started = time.perf_counter()
     timing = backend.time_kernels(app.command, cwd=ws, timeout_s=spec.timeouts.run_s)
     timing_s = time.perf_counter() - started
-    ranked = rank_kernels(timing.kernels)
+    ranked = compiled_elsewhere(rank_kernels(timing.kernels), ws)
     matched = filter_kernels(ranked, spec.kernel)
     top = targets_of(matched, spec.top_n, explicit=spec.kernel is not None)
     shown = sorted({k.name: k for k in [*matched[: spec.top_n], *top]}.values(), key=lambda k: k.rank)
