@@ -98,6 +98,8 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     ),
     "profiler_old": ("profiler_old", {}),
     "profiler": ("profiler", {}),
+    # the profiler's sampled trace (launch_sampler.h), as the timing pass runs it: its extras are settings
+    "profiler_sampled": ("profiler", {"sample_first": "1000", "sample_every": "64"}),
 }
 
 
@@ -105,16 +107,20 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
 CALLBACK_KEYS = ("launches_seen", "toggles", "toggle_ms", "event_pairs", "event_ms")
 
 
-def profiler_env(lib: str, library: Path, folder: Path) -> dict[str, str]:
-    """The variables that load ``library`` in trace mode with its stats line, writing ``t-<pid>.jsonl`` into
-    ``folder``. Old sources (``profiler_old``) from before the settings file read ACCORDO_* variables."""
+def profiler_env(
+    lib: str, library: Path, folder: Path, settings: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The variables that load ``library`` in trace mode with its stats line (and ``settings``), writing
+    ``t-<pid>.jsonl`` into ``folder``. Old sources (``profiler_old``) from before the settings file read
+    ACCORDO_* variables."""
     output = str(folder / "t-%p.jsonl")
     if lib == "profiler_old":
         return {"CUDA_INJECTION64_PATH": str(library), "ACCORDO_MODE": "trace", "ACCORDO_STATS": "1",
                 "ACCORDO_OUTPUT": output}  # fmt: skip
-    settings = folder / "settings"
-    settings.write_text(f"mode=trace\nstats=1\noutput={output}\n")
-    return {"CUDA_INJECTION64_PATH": str(library), SETTINGS_VARIABLE: str(settings)}
+    lines = "".join(f"{key}={value}\n" for key, value in (settings or {}).items())
+    path = folder / "settings"
+    path.write_text(f"mode=trace\nstats=1\noutput={output}\n{lines}")
+    return {"CUDA_INJECTION64_PATH": str(library), SETTINGS_VARIABLE: str(path)}
 
 
 def build(
@@ -236,7 +242,7 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
             )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
-        elif line.startswith(f"{MESSAGE_PREFIX}trace stats:"):
+        elif line.startswith((f"{MESSAGE_PREFIX}trace stats:", f"{MESSAGE_PREFIX}trace sampling:")):
             sample["profiler_stats"] = [*sample.get("profiler_stats", []), line]
         elif line.startswith(("probe: ", MESSAGE_PREFIX)):
             sample.setdefault("messages", []).append(line)
@@ -267,7 +273,12 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="trace-overhead-") as tmp:
         variants = dict(v.split("=", 1) for v in args.variant)
-        libs = build(Path(tmp), args.old_native, variants, with_profiler="profiler" in conditions)
+        libs = build(
+            Path(tmp),
+            args.old_native,
+            variants,
+            with_profiler=any(lib == "profiler" for lib, _ in conditions.values()),
+        )
         for name in variants:
             conditions[f"profiler[{name}]"] = (f"profiler[{name}]", {})
         apps = [a for a in APPS if not args.apps or a[0] in args.apps.split(",")]
@@ -286,7 +297,9 @@ def main() -> int:
                 for name in order:
                     lib, extra = conditions[name]
                     env = dict(os.environ)
-                    if lib is not None:
+                    if lib == "profiler":
+                        env.update(profiler_env(lib, libs[lib], Path(tmp), extra))
+                    elif lib is not None:
                         env.update(profiler_env(lib, libs[lib], Path(tmp)))
                         env.update(extra)
                     sample = run_once(argv, cwd or Path(tmp), env)

@@ -103,6 +103,8 @@ class LaunchTable:
     records: np.ndarray  # of LAUNCH_RECORD
     # each kernel's code hash (16 hex digits), None where the tracer saw no module holding it
     codes: tuple[str | None, ...]
+    # each kernel's launches made with kernel records off (a sampled trace), by id; () where none were
+    unrecorded: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -342,7 +344,31 @@ def read_native_trace(path: str | os.PathLike[str]) -> LaunchTable:
         first = int(backwards[0])
         raise ProfileError(f"{launches_path}: record {first} ends at {int(records['end'][first])}, "
                            f"before its start {int(records['start'][first])}")  # fmt: skip
-    return LaunchTable(names=tuple(names), demangled=tuple(demangled), records=records, codes=tuple(codes))
+    unrecorded = closing.get("unrecorded", [])
+    if not isinstance(unrecorded, list) or (
+        unrecorded
+        and (
+            len(unrecorded) != len(names)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in unrecorded)
+        )
+    ):
+        raise ProfileError(
+            f"{lines[-1][0]}: 'unrecorded' is not a list of {len(names)} launch counts (integers >= 0)"
+        )
+    if unrecorded:
+        recorded = np.bincount(records["kernel"], minlength=len(names))
+        without = [names[k] for k, n in enumerate(unrecorded) if n and not recorded[k]]
+        if without:
+            raise ProfileError(
+                f"{lines[-1][0]}: {without[0]} has unrecorded launches and no record to time them by"
+            )
+    return LaunchTable(
+        names=tuple(names),
+        demangled=tuple(demangled),
+        records=records,
+        codes=tuple(codes),
+        unrecorded=tuple(unrecorded) if any(unrecorded) else (),
+    )
 
 
 def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
@@ -351,7 +377,11 @@ def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
     demangled: dict[str, str] = {}
     codes: dict[str, str] = {}
     shapes: dict[str, set[LaunchShape]] = {}
+    unrecorded: dict[str, int] = {}
     for table in tables:
+        for name, extra in zip(table.names, table.unrecorded, strict=False):
+            if extra:
+                unrecorded[name] = unrecorded.get(name, 0) + extra
         for name, values in table.durations().items():
             durations.setdefault(name, []).extend(values)
         for name, seen in table.shapes().items():
@@ -361,7 +391,8 @@ def summarize_tables(tables: Sequence[LaunchTable]) -> list[KernelStats]:
         for name, code in zip(table.names, table.codes, strict=True):
             if code is not None:
                 codes.setdefault(name, code)
-    return stats_of(durations, demangled, codes, {name: shape_hash(seen) for name, seen in shapes.items()})
+    shape_hashes = {name: shape_hash(seen) for name, seen in shapes.items()}
+    return stats_of(durations, demangled, codes, shape_hashes, unrecorded=unrecorded)
 
 
 def summarize(launches: Sequence[KernelLaunch]) -> list[KernelStats]:

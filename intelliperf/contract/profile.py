@@ -272,16 +272,21 @@ def stats_of(
     demangled: Mapping[str, str],
     codes: Mapping[str, str] | None = None,
     shapes: Mapping[str, str] | None = None,
+    *,
+    unrecorded: Mapping[str, int] | None = None,
 ) -> list[KernelStats]:
     """Per kernel name, its launches' statistics (durations in ns), and its code hash and launch shape hash
     where the timing pass read them, hottest first. Shared by every timing pass (CUPTI's tracer,
-    rocprofv3's kernel trace)."""
+    rocprofv3's kernel trace). ``unrecorded``: per name, launches made without a record (a sampled trace);
+    they count among the launches and add the mean of the recorded ones each to the total, while the
+    mean, median, extremes and kept durations are the recorded launches'."""
+    extra = unrecorded or {}
     stats = [
         KernelStats(
             name=name,
             demangled=demangled.get(name, name),
-            launches=len(values),
-            total_ns=sum(values),
+            launches=len(values) + extra.get(name, 0),
+            total_ns=sum(values) + round(extra.get(name, 0) * sum(values) / len(values)),
             mean_ns=sum(values) / len(values),
             median_ns=float(statistics.median(values)),
             min_ns=min(values),

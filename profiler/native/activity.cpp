@@ -123,6 +123,11 @@ bool activity_start(KernelSink sink) {
   return enabled;
 }
 
+bool activity_kernels(bool on) {
+  return on ? PROFILER_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+            : PROFILER_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+}
+
 void activity_flush() {
   const uint64_t t0 = now_ns();
   PROFILER_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));

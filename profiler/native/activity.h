@@ -28,6 +28,10 @@ using KernelSink = void (*)(const KernelRecord& record);
 // (activity.cpp says why).
 bool activity_start(KernelSink sink);
 
+// Switches kernel records on or off after activity_start (cuptiActivityEnable / cuptiActivityDisable of
+// CONCURRENT_KERNEL): a launch made while they are off gets no record. False (with a message) on failure.
+bool activity_kernels(bool on);
+
 // Forces delivery of every pending record to the sink (cuptiActivityFlushAll with FLUSH_FORCED),
 // then reports dropped records, if any.
 void activity_flush();

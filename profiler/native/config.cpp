@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kSettingsVariable = "INTELLIPERF_PROFILER_SETTINGS";
 const char* const kKeys[] = {
     "mode",    "output",       "kernel",         "max_bytes",   "capture_budget", "dedup",     "restore", "quiesce",
-    "kernels", "sass_metrics", "metrics_launch", "sass_launch", "metrics",        "cubin_dir", "stats"};
+    "kernels", "sass_metrics", "metrics_launch", "sass_launch", "metrics",        "cubin_dir", "stats",
+    "sample_first", "sample_every"};
 
 std::map<std::string, std::string> g_settings;
 
@@ -97,8 +98,8 @@ uint64_t launch_number(const char* name, uint64_t fallback) {
   return value;
 }
 
-// A positive byte count into `value`; anything else keeps `value` (with a message).
-void read_bytes(const char* name, uint64_t& value) {
+// A positive integer (a byte count, a launch count) into `value`; anything else keeps `value` (with a message).
+void read_positive(const char* name, uint64_t& value) {
   const std::string text = setting(name);
   if (text.empty()) return;
   errno = 0;
@@ -170,8 +171,8 @@ bool load_config(Config& config) {
     }
   }
   if (config.mode == Mode::Capture) {
-    read_bytes("max_bytes", config.max_bytes);
-    read_bytes("capture_budget", config.capture_budget);
+    read_positive("max_bytes", config.max_bytes);
+    read_positive("capture_budget", config.capture_budget);
     config.restore_dir = setting("restore");
     const std::string dedupe = setting("dedup");
     if (dedupe == "0") {
@@ -179,6 +180,10 @@ bool load_config(Config& config) {
     } else if (!dedupe.empty() && dedupe != "1") {
       log_error("dedup='%s' is neither 0 nor 1; using 1", dedupe.c_str());
     }
+  }
+  if (config.mode == Mode::Trace) {
+    read_positive("sample_first", config.sample_first);
+    read_positive("sample_every", config.sample_every);
   }
   config.stats = setting("stats") == "1";
   const std::string quiesce = setting("quiesce");

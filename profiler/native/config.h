@@ -22,6 +22,10 @@
 //                  kernel-level metrics (default 1) and the SASS metrics (default 2)
 //   cubin_dir      counters: existing folder where each module that holds a profiled kernel is saved as
 //                  <crc>.cubin
+//   sample_first, sample_every  trace: with sample_every > 1, each kernel's first sample_first launches
+//                  (default 1000) and every sample_every-th after get a kernel record, the others are only
+//                  counted (FORMAT.md, "Sampled launches"); sample_every=1 (default) records every launch
+//                  and counts nothing
 //   stats          1 prints where the profiler's time went on stderr at exit (default 0): trace mode,
 //                  CUPTI's set-up and the final flush; capture mode, the snapshots
 #pragma once
@@ -42,6 +46,8 @@ struct Config {
   uint64_t capture_budget = uint64_t{8} << 30;
   bool dedupe = true;
   std::string restore_dir;
+  uint64_t sample_first = 1000;
+  uint64_t sample_every = 1;
   bool stats = false;
   bool quiesce = false;
   std::vector<std::string> kernels;

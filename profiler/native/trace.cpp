@@ -17,6 +17,7 @@
 #include "activity.h"
 #include "cubin_symbols.h"
 #include "json_out.h"
+#include "launch_sampler.h"
 #include "log.h"
 #include "names.h"
 
@@ -54,6 +55,7 @@ struct State {
 
 State* g = nullptr;  // leaked on purpose: must outlive static destructors at exit
 bool g_stats = false;
+bool g_sampling = false;  // sample_every > 1: launches counted, records for samples only (launch_sampler.h)
 uint64_t g_start_ns = 0;  // trace_start's own duration (steady_clock), for the `stats` setting
 
 uint64_t now_ns() {
@@ -102,8 +104,7 @@ void write_record(const KernelRecord& r) {
 }
 
 // Each loaded module's functions and their code hashes (cubin_symbols.h), for the closing line.
-void CUPTIAPI on_resource(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (g == nullptr || domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED) return;
+void on_module_loaded(const void* data) {
   try {
     const auto* resource = static_cast<const CUpti_ResourceData*>(data);
     const auto* module = static_cast<const CUpti_ModuleResourceData*>(resource->resourceDescriptor);
@@ -114,6 +115,12 @@ void CUPTIAPI on_resource(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti
   } catch (...) {
     log_error("a module's code hashes were not read: out of memory");
   }
+}
+
+void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (g == nullptr) return;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) on_module_loaded(data);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) sampler_on_driver_api(cbid, static_cast<const CUpti_CallbackData*>(data));
 }
 
 // A kernel's code hash as 16 hex digits: its one hash, or, when modules of different code held a function
@@ -129,13 +136,38 @@ std::string code_json(const std::string& name) {
   return text;
 }
 
-// Module loads, so that each kernel's code can be hashed: the resource domain's MODULE_LOADED only (no
-// callback on any launch).
-bool subscribe_modules() {
-  CUpti_SubscriberHandle subscriber = nullptr;
-  if (!PROFILER_CUPTI(cuptiSubscribe(&subscriber, on_resource, nullptr))) return false;
+// The one subscriber CUPTI allows: module loads, so that each kernel's code can be hashed (the resource
+// domain's MODULE_LOADED), and, when sampling, the launch entry points (launch_sampler.h). Without
+// sampling there is no callback on any launch. `subscriber` is null when the subscription failed.
+bool subscribe(CUpti_SubscriberHandle& subscriber) {
+  subscriber = nullptr;
+  if (!PROFILER_CUPTI(cuptiSubscribe(&subscriber, on_callback, nullptr))) {
+    subscriber = nullptr;
+    return false;
+  }
   return PROFILER_CUPTI(
       cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED));
+}
+
+// The closing line's "unrecorded" member: per kernel id, the launches made with kernel records off
+// (`by_name`: sampler_unrecorded, read before g->mutex is taken: a launch callback holding the sampler's
+// lock may switch records, and CUPTI may deliver a buffer to write_record meanwhile).
+std::string unrecorded_json(const std::unordered_map<std::string, uint64_t>& by_name) {
+  std::string json = ",\"unrecorded\":[";
+  uint64_t placed = 0;
+  for (size_t id = 0; id < g->names.size(); ++id) {
+    const auto it = by_name.find(g->names[id]);
+    const uint64_t count = it != by_name.end() ? it->second : 0;
+    placed += count;
+    json += (id > 0 ? "," : "") + std::to_string(count);
+  }
+  uint64_t total = 0;
+  for (const auto& [name, count] : by_name) total += count;
+  if (total > placed) {
+    log_error("%llu sampled-out launches belong to kernels that never got a record; the trace leaves them out",
+              static_cast<unsigned long long>(total - placed));
+  }
+  return json + "]";
 }
 
 }  // namespace
@@ -151,7 +183,13 @@ bool trace_start(const Config& config) {
   }
   g->kernels.write_line("{\"accordo\":\"trace\",\"version\":2,\"pid\":" + std::to_string(getpid()) +
                         ",\"record_bytes\":" + std::to_string(sizeof(LaunchRecord)) + "}");
-  if (!subscribe_modules()) log_error("module loads are not seen: the trace holds no code hashes");
+  g_sampling = config.sample_every > 1;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (!subscribe(subscriber)) log_error("module loads are not seen: the trace holds no code hashes");
+  if (g_sampling && (subscriber == nullptr || !sampler_start(subscriber, config.sample_first, config.sample_every))) {
+    log_error("launches cannot be counted: every launch is recorded");
+    g_sampling = false;
+  }
   if (activity_start(write_record)) {
     g_start_ns = now_ns() - t0;
     return true;
@@ -166,11 +204,14 @@ void trace_finish() {
   const uint64_t t0 = now_ns();
   activity_flush();
   const uint64_t t1 = now_ns();
+  const auto unrecorded = g_sampling ? sampler_unrecorded() : std::unordered_map<std::string, uint64_t>();
   {
     std::lock_guard<std::mutex> lock(g->mutex);
     std::string closing = "{\"launches\":" + std::to_string(g->count) + ",\"code\":[";
     for (size_t id = 0; id < g->names.size(); ++id) closing += (id > 0 ? "," : "") + code_json(g->names[id]);
-    g->kernels.write_line(closing + "]}");
+    closing += "]";
+    if (g_sampling) closing += unrecorded_json(unrecorded);
+    g->kernels.write_line(closing + "}");
   }
   // the launch records first: a published kernel table means both files are complete
   if (!g->launches.publish()) {
@@ -185,6 +226,12 @@ void trace_finish() {
               "(flush %.3f, write %.3f); %llu kernel records in %llu buffers",
               ms(g_start_ns), ms(a.attribute_ns), ms(a.register_ns), ms(a.enable_ns), ms(t2 - t0), ms(t1 - t0),
               ms(t2 - t1), static_cast<unsigned long long>(a.records), static_cast<unsigned long long>(a.buffers));
+    if (g_sampling) {
+      const SamplerStats s = sampler_stats();
+      log_error("trace sampling: %llu launches counted, %llu unrecorded; %llu switches of kernel records (%.3f ms)",
+                static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.unrecorded),
+                static_cast<unsigned long long>(s.toggles), ms(s.toggle_ns));
+    }
   }
 }
 

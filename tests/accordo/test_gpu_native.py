@@ -195,6 +195,34 @@ def test_trace_stats_line(sample_app: Path, native_lib: Path, tmp_path: Path) ->
     )
 
 
+def test_a_sampled_trace_counts_every_launch_and_records_the_samples(
+    sample_app: Path, native_lib: Path, tmp_path: Path
+) -> None:
+    """sample_first=1, sample_every=2: each kernel's launches 1, 3, 5, ... get a record, the others are
+    counted (scale runs 3 times, add_one twice: 3 records, 2 unrecorded), so the launch counts are those of
+    the full trace; graph launches are all recorded (FORMAT.md, "Sampled launches")."""
+    sampling = {"sample_first": "1", "sample_every": "2", "stats": "1"}
+    full = run_traced([str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib)
+    run = run_traced(
+        [str(sample_app), "ok"], cwd=tmp_path, timeout_s=120, library=native_lib, settings=sampling
+    )
+    assert run.stdout.strip() == "ok"
+    assert sorted((s.demangled, s.launches) for s in run.stats) == sorted(
+        (s.demangled, s.launches) for s in full.stats
+    )
+    assert len(run.launches) == 3 and [sum(t.unrecorded) for t in run.tables] == [2]
+    assert "intelliperf-profiler: trace sampling: 5 launches counted, 2 unrecorded;" in run.stderr, run.stderr
+    by_name = {s.demangled: s for s in run.stats}
+    assert by_name[SCALE].total_ns == round(by_name[SCALE].mean_ns * 3)
+    graph = run_traced(
+        [str(sample_app), "graph"], cwd=tmp_path, timeout_s=120, library=native_lib, settings=sampling
+    )
+    every = run_traced([str(sample_app), "graph"], cwd=tmp_path, timeout_s=120, library=native_lib)
+    assert sorted((s.demangled, s.launches) for s in graph.stats) == sorted(
+        (s.demangled, s.launches) for s in every.stats
+    )
+
+
 def test_trace_crash_is_app_error(sample_app: Path, native_lib: Path, tmp_path: Path) -> None:
     with pytest.raises(AppError, match="exited with code 1"):
         run_traced([str(sample_app), "crash"], cwd=tmp_path, timeout_s=120, library=native_lib)

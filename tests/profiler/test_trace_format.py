@@ -157,6 +157,7 @@ def native_trace(
     count: int | None = None,
     header: dict[str, object] = NATIVE_HEADER,
     codes: object = None,
+    unrecorded: object = None,
 ) -> Path:
     """A kernel table of ``kernels`` and records (kernel id, corr, start, end), as the native profiler writes
     them."""
@@ -165,6 +166,8 @@ def native_trace(
     closing: dict[str, object] = {"launches": len(launches) if count is None else count}
     if codes is not None:
         closing["code"] = codes
+    if unrecorded is not None:
+        closing["unrecorded"] = unrecorded
     lines.append(json.dumps(closing))
     path.write_text("\n".join(lines) + "\n")
     records = np.zeros(len(launches), dtype=LAUNCH_RECORD)
@@ -273,4 +276,48 @@ def test_code_hashes_that_are_not_one_per_kernel_of_16_hex_digits_are_refused(
 ) -> None:
     path = native_trace(tmp_path / "t.jsonl", ["a", "b"], [(0, 1, 0, 10)], codes=codes)
     with pytest.raises(ProfileError, match="is not a list of 2 code hashes"):
+        read_native_trace(path)
+
+
+def test_a_sampled_traces_unrecorded_launches_count_and_take_the_recorded_mean(tmp_path: Path) -> None:
+    """A sampled trace (FORMAT.md, "Sampled launches"): a kernel's unrecorded launches count among its
+    launches and add its recorded launches' mean each to its total; its median, extremes and kept
+    durations are the recorded ones'. Over two processes the counts add up."""
+    path = native_trace(
+        tmp_path / "t.jsonl",
+        ["a", "b"],
+        [(0, 1, 100, 250), (1, 2, 300, 350), (0, 3, 400, 410)],
+        unrecorded=[6, 0],
+    )
+    table = read_native_trace(path)
+    assert table.unrecorded == (6, 0) and len(table) == 3
+    (a, b) = summarize_tables([table])
+    assert (a.name, a.launches, a.total_ns, a.mean_ns, a.median_ns) == ("a", 8, 160 + 6 * 80, 80.0, 80.0)
+    assert (a.min_ns, a.max_ns, a.launch_ns) == (10, 150, (150, 10))
+    assert (b.launches, b.total_ns) == (1, 50)
+    unsampled = read_native_trace(native_trace(tmp_path / "u.jsonl", ["a"], [(0, 4, 0, 120)]))
+    assert unsampled.unrecorded == ()
+    (a,) = [s for s in summarize_tables([table, unsampled]) if s.name == "a"]
+    assert (a.launches, a.total_ns) == (9, 280 + round(6 * 280 / 3))
+
+
+def test_a_trace_sampled_where_nothing_was_left_unrecorded_reads_as_unsampled(tmp_path: Path) -> None:
+    table = read_native_trace(native_trace(tmp_path / "t.jsonl", ["a"], [(0, 1, 100, 250)], unrecorded=[0]))
+    assert table.unrecorded == ()
+    assert [(s.launches, s.total_ns) for s in summarize_tables([table])] == [(1, 150)]
+
+
+@pytest.mark.parametrize(
+    ("unrecorded", "problem"),
+    [
+        ([1], "'unrecorded' is not a list of 2 launch counts"),
+        ([1, -1], "'unrecorded' is not a list of 2 launch counts"),
+        ([1, True], "'unrecorded' is not a list of 2 launch counts"),
+        ({"a": 1}, "'unrecorded' is not a list of 2 launch counts"),
+        ([0, 3], "b has unrecorded launches and no record to time them by"),
+    ],
+)
+def test_a_malformed_unrecorded_count_is_refused(tmp_path: Path, unrecorded: object, problem: str) -> None:
+    path = native_trace(tmp_path / "t.jsonl", ["a", "b"], [(0, 1, 100, 250)], unrecorded=unrecorded)
+    with pytest.raises(ProfileError, match=re.escape(problem)):
         read_native_trace(path)

@@ -37,6 +37,12 @@ __all__ = ["COUNTERS_FILE", "LISTING_FILE", "NvidiaBackend", "write_trace"]
 COUNTERS_FILE = "counters-{index}.jsonl"
 """A recording's counters files, one per process and run, numbered in the order they were written."""
 LISTING_FILE = "sass-{cubin}.txt"
+TRACE_SAMPLE_FIRST = 1000
+TRACE_SAMPLE_EVERY = 64
+"""The timing pass records each kernel's first TRACE_SAMPLE_FIRST launches and every TRACE_SAMPLE_EVERY-th
+after, and counts the others (profiler/native/launch_sampler.h): CUPTI's kernel records cost about 2 us a
+launch, which a program of tens of thousands of launches would pay on every one. A recording (``record``)
+keeps every launch."""
 """A recording's disassembly of one cubin (by its CRC)."""
 
 PERMISSION_HINT = (
@@ -85,7 +91,17 @@ class NvidiaBackend(GpuBackend):
         return notes
 
     def time_kernels(self, argv: Sequence[str], *, cwd: Path, timeout_s: float) -> TimingPass:
-        run = run_traced(list(argv), cwd=cwd, timeout_s=timeout_s)
+        sampling = {"sample_first": str(TRACE_SAMPLE_FIRST), "sample_every": str(TRACE_SAMPLE_EVERY)}
+        run = run_traced(list(argv), cwd=cwd, timeout_s=timeout_s, settings=None if self.record else sampling)
+        sampled = sorted(
+            {name for t in run.tables for name, n in zip(t.names, t.unrecorded, strict=False) if n}
+        )
+        if sampled:
+            self._notes.append(
+                f"{len(sampled)} kernel(s) launched more than {TRACE_SAMPLE_FIRST} times: after that every "
+                f"{TRACE_SAMPLE_EVERY}th launch was timed and the others counted, their time estimated at "
+                "the timed launches' mean"
+            )
         if self.record is not None:
             self.record.mkdir(parents=True, exist_ok=True)
             write_trace(run.launches, self.record / "trace.jsonl")
