@@ -363,9 +363,11 @@ class EventHarness:
 
     # -- loading and preparing -------------------------------------------------------------------------
 
-    def load(self, cubin: Path, kernel: str) -> LoadedKernel:
+    def load(self, cubin: Path, kernel: str, *, restore_variables: bool = True) -> LoadedKernel:
         """Load ``cubin`` and find the kernel by its mangled name (as the tracer reports it); keep a copy of
-        each writable module variable's load-time bytes, which every launch starts from (``_restore``)."""
+        each writable module variable's load-time bytes, which every launch starts from (``_restore``).
+        ``restore_variables=False`` is for the harness's own PTX (the spin kernel): it has no variables, and
+        a PTX image has no symbol table to read them from."""
         driver = self.driver
         cubin = Path(cubin)
         module = _p()
@@ -376,7 +378,7 @@ class EventHarness:
         static = _int()
         driver.call("cuFuncGetAttribute", ctypes.byref(static), CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function)
         variables = []
-        for name in device_variables(cubin.read_bytes()):
+        for name in device_variables(cubin.read_bytes()) if restore_variables else ():
             device, nbytes = _c_u64(), _size()
             driver.call(
                 "cuModuleGetGlobal", ctypes.byref(device), ctypes.byref(nbytes), module, name.encode()
@@ -525,7 +527,7 @@ class EventHarness:
             with tempfile.TemporaryDirectory(prefix="event-harness-") as tmp:
                 ptx = Path(tmp) / "spin.ptx"
                 ptx.write_text(SPIN_PTX)
-                self._spin = self.load(ptx, SPIN_KERNEL)
+                self._spin = self.load(ptx, SPIN_KERNEL, restore_variables=False)
         value = ctypes.c_uint64(ns)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(value), ctypes.c_void_p))
         self.driver.call("cuLaunchKernel", self._spin.function, 1, 1, 1, 1, 1, 1, 0, None, args, None)
