@@ -616,6 +616,14 @@ def test_several_queues_share_one_gpu(tmp_path: Path) -> None:
     assert "RECORD_QUEUES_PER_GPU must be a positive whole number" in bad["stderr"]
 
 
+def test_the_queues_are_dealt_round_the_gpus(tmp_path: Path) -> None:
+    """The plan puts its longest queues first: with two queues on each of two GPUs, the first two queues
+    go to different GPUs (dealt GPU by GPU, the two longest had shared GPU 3)."""
+    seen = run_device_record(tmp_path, ["a", "b", "c", "d"], {}, deadline=580, queues_per_gpu="2")
+    gpus = {name: run["gpu"] for name, run in seen["runs"].items()}
+    assert gpus == {"a": "3", "b": "5", "c": "3", "d": "5"}
+
+
 def test_no_part_starts_with_less_than_a_minute_left_of_the_deadline(tmp_path: Path) -> None:
     seen = run_device_record(tmp_path, ["a", "b", "c"], {"a": 3}, deadline=62)
     assert set(seen["runs"]) == {"a", "b"}  # c waited behind a on GPU 3: 59 s or less were left
