@@ -23,11 +23,14 @@ the diagnosis (``diagnosis_failed`` names them).
     python benchmarks/thirdparty/fetch.py --into .thirdparty [--from MIRRORS]   # once, where there is network
     python -m benchmarks.thirdparty --sources .thirdparty --out benchmarks/results/thirdparty.json
                                     [--repeats 5] [--only a,b] [--budget-s 540] [--settle-s 0]
+                                    [--rows-from EARLIER.json ...]
+    python -m benchmarks.thirdparty --join --rows-from A.json B.json --out thirdparty.json
 
 ``--settle-s S`` gives a program whose timing rule its first rounds leave undecided more rounds, up to 21
 and at most S seconds of them: the device time goes where the scatter needs it. The output is written after
 each program, so a run stopped by a device call's limit keeps what it measured (with ``--rows-from``, the
-earlier rows of the programs it had not reached).
+earlier rows of the programs it had not reached). Runs that measure different programs at the same time,
+one GPU each, write one file each; ``--join`` puts them into one table without measuring.
 """
 
 from __future__ import annotations
@@ -149,13 +152,26 @@ PLACEHOLDERS = (NOT_STARTED, NOT_REACHED)
 
 def with_earlier_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
     """This run's rows joined with the rows of ``earlier`` outputs (benchmarks.common.joined_rows), in
-    manifest order. A program that was not started now (``--budget-s``, or not reached yet) was not
-    measured: its row is only a placeholder, which an earlier row of that program replaces and which stays
-    where there is none."""
-    placeholders = [row for row in rows if row.get("error") in PLACEHOLDERS]
-    measured = [row for row in rows if row.get("error") not in PLACEHOLDERS]
+    manifest order. A program that was not started (``--budget-s``, or not reached yet), now or in an
+    earlier output, was not measured there: its row is only a placeholder, which a measured row of that
+    program in any of the outputs replaces and which stays (once) where there is none. So the outputs of
+    runs that measured different programs side by side (one GPU each) join into one table."""
+    sources = [*(output["rows"] for output in earlier), rows]
+    measured = [[row for row in source if row.get("error") not in PLACEHOLDERS] for source in sources]
+    seen = {row["name"] for source in measured for row in source}
+    placeholders: dict[str, dict] = {}
+    for source in sources:
+        for row in source:
+            if row.get("error") in PLACEHOLDERS and row["name"] not in seen:
+                placeholders[row["name"]] = row
     order = [p.name for p in load_fetch().read_manifest()]
-    return joined_rows([{"rows": placeholders}, *earlier], measured, key="name", order=order, field="rows")
+    return joined_rows(
+        [{"rows": list(placeholders.values())}, *({"rows": source} for source in measured[:-1])],
+        measured[-1],
+        key="name",
+        order=order,
+        field="rows",
+    )
 
 
 def plain_run(argv: list[str], cwd: Path) -> float:
@@ -301,25 +317,37 @@ def main(argv: list[str] | None = None) -> int:
         help="per program, at most this long for rounds beyond --repeats while the timing rule is undecided",
     )  # fmt: skip
     parser.add_argument(
-        "--rows-from", type=Path, default=None,
-        help="an earlier results file on the same device: its rows of the programs not measured now are "
-        "kept (device calls are 10 minutes; each row is measured side by side within itself)",
+        "--rows-from", type=Path, nargs="+", default=[],
+        help="earlier results files of the same device: their rows of the programs not measured now are "
+        "kept, a later file's row of a program before an earlier file's (device calls are 10 minutes; each "
+        "row is measured side by side within itself)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--join", action="store_true",
+        help="measure nothing: write the --rows-from files joined (runs that measured different programs "
+        "at the same time, each on a GPU of its own)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.join and not args.rows_from:
+        parser.error("--join joins the --rows-from files: name at least one")
     fetch = load_fetch()
     programs = fetch.read_manifest()
-    if args.only:
+    if args.join:
+        programs = []
+    elif args.only:
         programs = [p for p in programs if p.name in args.only.split(",")]
     missing = [p.name for p in programs if not fetch.in_place(p, args.sources / p.name)]
     if missing:
         print(f"thirdparty: not fetched into {args.sources}: {', '.join(missing)} "
               "(python benchmarks/thirdparty/fetch.py --into ...)", file=sys.stderr)  # fmt: skip
         return 2
-    device = device_name()
+    device = None if args.join else device_name()
     try:  # before the run: no GPU time lost
-        earlier = earlier_outputs([args.rows_from] if args.rows_from is not None else [], device)
+        earlier = earlier_outputs(args.rows_from, device)
     except ValueError as error:
         parser.error(str(error))
+    if device is None:
+        device = earlier[0]["device"]
     began = time.monotonic()
     rows: list[dict] = []
 

@@ -213,7 +213,8 @@ def test_a_sampled_trace_counts_every_launch_and_records_the_samples(
     assert len(run.launches) == 3 and [sum(t.unrecorded) for t in run.tables] == [2]
     assert "intelliperf-profiler: trace sampling: 5 launches counted, 2 unrecorded;" in run.stderr, run.stderr
     by_name = {s.demangled: s for s in run.stats}
-    assert by_name[SCALE].total_ns == round(by_name[SCALE].mean_ns * 3)
+    # two recorded launches and one at their mean, rounded to whole nanoseconds
+    assert abs(by_name[SCALE].total_ns - by_name[SCALE].mean_ns * 3) <= 0.5
     graph = run_traced(
         [str(sample_app), "graph"], cwd=tmp_path, timeout_s=120, library=native_lib, settings=sampling
     )

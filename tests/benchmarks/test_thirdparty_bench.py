@@ -253,3 +253,53 @@ def test_a_run_stopped_midway_keeps_the_rows_it_measured_and_the_earlier_ones(
         (third, 3.0, None),
     ]
     assert written["measured"] == 1 and written["programs"] == 3
+
+
+def test_runs_on_separate_gpus_join_into_one_table_without_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs at the same time, one GPU each, over an older table: each run's measured rows win, a
+    placeholder of one run (a program it never started) gives way to the other run's or the older table's
+    row, and a program nobody measured keeps one placeholder row. No GPU is asked for."""
+    fetch = load_fetch()
+    a, b, c, d = (p.name for p in fetch.read_manifest()[:4])
+
+    def gpu_asked() -> str:
+        raise AssertionError("--join measures nothing")
+
+    monkeypatch.setattr(thirdparty, "device_name", gpu_asked)
+    old = {"device": "NVIDIA H200", "rows": [{"name": a, "plain_s": 9.0}, {"name": b, "plain_s": 9.0}]}
+    one = {"device": "NVIDIA H200", "rows": [{"name": a, "plain_s": 1.0}, {"name": c, "error": NOT_STARTED}]}
+    two = {
+        "device": "NVIDIA H200",
+        "rows": [
+            {"name": c, "plain_s": 3.0},
+            {"name": d, "error": NOT_STARTED},
+            {"name": b, "error": NOT_STARTED},
+        ],
+    }
+    paths = []
+    for name, output in (("old", old), ("one", one), ("two", two)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(output))
+    out = tmp_path / "joined.json"
+    assert thirdparty.main(["--join", "--rows-from", *map(str, paths), "--out", str(out)]) == 0
+    joined = json.loads(out.read_text())
+    assert joined["device"] == "NVIDIA H200"
+    assert [(r["name"], r.get("plain_s"), r.get("error")) for r in joined["rows"]] == [
+        (a, 1.0, None),
+        (b, 9.0, None),
+        (c, 3.0, None),
+        (d, None, NOT_STARTED),
+    ]
+
+
+def test_join_needs_the_files_it_joins_and_one_device(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        thirdparty.main(["--join", "--out", str(tmp_path / "x.json")])
+    h200, h100 = tmp_path / "h200.json", tmp_path / "h100.json"
+    h200.write_text(json.dumps({"device": "NVIDIA H200", "rows": []}))
+    h100.write_text(json.dumps({"device": "NVIDIA H100", "rows": []}))
+    with pytest.raises(SystemExit):
+        thirdparty.main(["--join", "--rows-from", str(h200), str(h100), "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()
