@@ -25,12 +25,15 @@ the diagnosis (``diagnosis_failed`` names them).
                                     [--repeats 5] [--only a,b] [--budget-s 540] [--settle-s 0]
                                     [--rows-from EARLIER.json ...]
     python -m benchmarks.thirdparty --join --rows-from A.json B.json --out thirdparty.json
+    python -m benchmarks.thirdparty --gpus 0,1,2,3 [...]   # a group of programs on each GPU, joined
 
 ``--settle-s S`` gives a program whose timing rule its first rounds leave undecided more rounds, up to 21
 and at most S seconds of them: the device time goes where the scatter needs it. The output is written after
 each program, so a run stopped by a device call's limit keeps what it measured (with ``--rows-from``, the
 earlier rows of the programs it had not reached). Runs that measure different programs at the same time,
-one GPU each, write one file each; ``--join`` puts them into one table without measuring.
+one GPU each, write one file each; ``--join`` puts them into one table without measuring. ``--gpus``
+makes such runs itself (benchmarks.gpu_spread): each program is still measured against itself on one GPU,
+but the groups share the host, which widens the scatter of their runs.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import argparse
 import importlib.util
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,6 +55,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchmarks import gpu_spread
 from benchmarks.common import device_name, earlier_outputs, joined_rows
 from benchmarks.intervals import median_interval
 from intelliperf.contract import Report
@@ -323,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         "row is measured side by side within itself)",
     )  # fmt: skip
     parser.add_argument(
+        "--gpus", default=None,
+        help="comma-separated GPU indices (e.g. 0,1,2,3): the programs dealt into one group per GPU, by "
+        "their earlier rows' seconds, each group run at the same time by a run of its own on its GPU and "
+        "its own slice of the cores, then joined into --out (each run's file in OUT.gpus/)",
+    )  # fmt: skip
+    parser.add_argument(
         "--join", action="store_true",
         help="measure nothing: write the --rows-from files joined (runs that measured different programs "
         "at the same time, each on a GPU of its own)",
@@ -348,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if device is None:
         device = earlier[0]["device"]
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
+    if len(gpus) > 1 and not args.join:
+        return spread_over_gpus(args, [p.name for p in programs], gpus, earlier, device)
     began = time.monotonic()
     rows: list[dict] = []
 
@@ -376,6 +390,64 @@ def main(argv: list[str] | None = None) -> int:
     result = write()
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     return 0
+
+
+def row_cost_s(row: dict) -> float | None:
+    """About how long measuring the program took, from its row: its build, its warm-up and rounds of a plain
+    run and a timing pass, and its diagnosis; None for a row that measured nothing."""
+    if row.get("plain_s") is None or row.get("timing_s") is None:
+        return None
+    rounds = len(row.get("plain_runs") or []) + 1
+    diagnosis = (row.get("report_timing_s") or row["timing_s"]) + (row.get("counters_s") or 0.0)
+    return (row.get("build_s") or 0.0) + rounds * (row["plain_s"] + row["timing_s"]) + diagnosis
+
+
+def child_argv(args: argparse.Namespace, group: gpu_spread.Group) -> list[str]:
+    """The run of one GPU's group: this benchmark on its programs, with the parent's settings."""
+    argv = [sys.executable, "-m", "benchmarks.thirdparty", "--sources", str(args.sources),
+            "--only", ",".join(group.programs), "--out", str(group.out), "--repeats", str(args.repeats),
+            "--budget-s", str(args.budget_s), "--settle-s", str(args.settle_s)]  # fmt: skip
+    return argv + (["--reports", str(args.reports)] if args.reports is not None else [])
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def spread_over_gpus(
+    args: argparse.Namespace, programs: list[str], gpus: list[str], earlier: list[dict], device: str
+) -> int:
+    """--gpus: the groups' runs side by side (benchmarks.gpu_spread), then their outputs joined with the
+    --rows-from files into --out. A run stopped midway (the device call's limit: SIGTERM) still gets the
+    rows its groups had written; a group whose run wrote nothing keeps its programs as not reached."""
+    costs = {row["name"]: cost for output in earlier for row in output["rows"] if (cost := row_cost_s(row))}
+    groups = gpu_spread.plan(programs, costs, gpus, args.out.with_name(args.out.stem + ".gpus"))
+    for group in groups:
+        print(f"thirdparty: GPU {group.gpu}, cores {group.cores[0]}-{group.cores[-1]}: "
+              f"{', '.join(group.programs)} (log {group.log})", flush=True)  # fmt: skip
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    finished: list[gpu_spread.Finished] = []
+    try:
+        finished = gpu_spread.run_groups(groups, lambda group: child_argv(args, group), ROOT)
+    finally:
+        written = [group for group in groups if group.out.is_file()]
+        outputs = earlier_outputs([group.out for group in written], device)
+        lost = [
+            {"name": name, "error": NOT_REACHED} for g in groups if g not in written for name in g.programs
+        ]
+        rows = with_earlier_rows([*earlier, *outputs], lost)
+        result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                  **summarize(rows), "rows": rows}  # fmt: skip
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    failed = [f for f in finished if f.exit_code != 0]
+    for f in failed:
+        print(
+            f"thirdparty: the run on GPU {f.group.gpu} exited {f.exit_code}; see {f.group.log}",
+            file=sys.stderr,
+        )
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
