@@ -15,7 +15,8 @@ Targets (issue 41): ``timing_overhead`` (median of timing_s / plain_s - 1) at mo
 ``timing_s - plain_s`` at most the larger of 3% of ``plain_s`` and 50 ms; and ``counter_ratio_max``
 (counters_s / plain_s) at most 10. Beside the rule, ``timing_excess_intervals_s`` gives each program a 90%
 interval for the median of its rounds' paired excesses (the whole range at five rounds) and
-``timing_rule_undecided`` the programs whose interval holds the excess the rule allows. A program whose
+``timing_rule_undecided`` the programs whose interval holds the excess the rule allows; ``plain_usage`` and
+``timing_usage`` give each round's CPU seconds and page faults of the processes it ran. A program whose
 build or runs fail is a row with its ``error``, never a missing row; one whose ``intelliperf run`` fails
 after its rounds keeps what the rounds measured, with ``diagnosis_error`` in place of the counter pass and
 the diagnosis (``diagnosis_failed`` names them).
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import resource
 import shutil
 import signal
 import statistics
@@ -179,6 +181,27 @@ def with_earlier_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
     )
 
 
+def children_usage() -> tuple[float, float, int, int]:
+    """(user s, system s, minor faults, major faults) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt
+
+
+def with_usage(run: Callable[[], float], usages: list[dict]) -> Callable[[], float]:
+    """``run``, appending to ``usages`` what the processes it ran and waited for used: where a round's
+    extra seconds went (system time and page faults in the kernel, or waiting on the GPU) when runs of one
+    program scatter by tens of percent."""
+
+    def once() -> float:
+        before = children_usage()
+        seconds = run()
+        user, system, minor, major = (b - a for a, b in zip(before, children_usage(), strict=True))
+        usages.append({"user_s": round(user, 3), "sys_s": round(system, 3), "minflt": minor, "majflt": major})
+        return seconds
+
+    return once
+
+
 def plain_run(argv: list[str], cwd: Path) -> float:
     began = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, capture_output=True, timeout=600)
@@ -259,18 +282,24 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
         warm_s = plain_run(argv, project)
         timing_pass(backend, argv, project)
         passes: list[tuple[float, float, int]] = []  # the timing passes' (seconds, app seconds, launches)
+        plain_usage: list[dict] = []
+        timing_usage: list[dict] = []
 
         def one_pass() -> float:
             passes.append(timing_pass(backend, argv, project))
             return passes[-1][0]
 
         plain, timed = side_by_side(
-            lambda: plain_run(argv, project), one_pass, rounds_for(warm_s, repeats), settle_s, warm_s
+            with_usage(lambda: plain_run(argv, project), plain_usage),
+            with_usage(one_pass, timing_usage),
+            rounds_for(warm_s, repeats),
+            settle_s,
+            warm_s,
         )
     except (subprocess.SubprocessError, RuntimeError, OSError, IntelliPerfError) as err:
         row["error"] = str(err)[-1500:]
         return row
-    row |= cost_fields(plain, timed, passes)
+    row |= cost_fields(plain, timed, passes) | {"plain_usage": plain_usage, "timing_usage": timing_usage}
     try:
         report = diagnose(argv, project, out)
     except (subprocess.SubprocessError, RuntimeError, OSError, ValueError) as err:  # ValueError: a bad report

@@ -5,6 +5,7 @@ the rule."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -200,6 +201,32 @@ def test_a_failed_diagnosis_keeps_the_rounds_it_followed(
     figures = summarize([row, {"name": "b", "plain_s": 1.0, "timing_s": 1.0, "counters_s": 3.0}])
     assert figures["measured"] == 2 and figures["diagnosis_failed"] == [program.name]
     assert figures["timing_overhead_max"] == 0.04 and figures["counter_ratio_max"] == 3.0
+
+
+def test_each_round_names_the_cpu_time_and_page_faults_of_what_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plain runs are real child processes, the first of the five rounds' touching 64 MiB of fresh
+    memory: its minor faults show it (16,384 pages of 4 KiB at least); the timing passes ran nothing."""
+    program = load_fetch().read_manifest()[0]
+    (tmp_path / "src" / program.name).mkdir(parents=True)
+    runs = iter(["pass", "bytearray(b'1') * (64 << 20)"] + ["pass"] * 4)  # the warm-up run, then five rounds
+    run_child = subprocess.run  # the module's own, before the build line's stand-in replaces it
+
+    def plain_run(argv: list[str], cwd: Path) -> float:
+        run_child([sys.executable, "-c", next(runs)], check=True)
+        return 1.0
+
+    monkeypatch.setattr(thirdparty, "plain_run", plain_run)
+    monkeypatch.setattr(thirdparty, "timing_pass", lambda backend, argv, cwd: (1.0, 0.9, 10))
+    monkeypatch.setattr(thirdparty.subprocess, "run", lambda *a, **k: None)  # the build line
+    monkeypatch.setattr(thirdparty, "diagnose", lambda *a: (_ for _ in ()).throw(RuntimeError("skipped")))
+    row = thirdparty.measure(program, tmp_path / "src", tmp_path / "scratch", tmp_path / "reports", 5, 0.0)
+    plain, timing = row["plain_usage"], row["timing_usage"]
+    assert len(plain) == len(row["plain_runs"]) == 5 and len(timing) == 5
+    assert plain[0]["minflt"] >= 16384 and all(u["minflt"] < plain[0]["minflt"] / 2 for u in plain[1:])
+    assert all(u["user_s"] > 0 or u["sys_s"] > 0 for u in plain)
+    assert all(u == {"user_s": 0.0, "sys_s": 0.0, "minflt": 0, "majflt": 0} for u in timing)
 
 
 RECORDED_REPORT = Path(__file__).parents[1] / "fixtures" / "gpu" / "torch_model" / "original" / "report.json"
