@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     if device is None:
         device = earlier[0]["device"]
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else []
-    if len(gpus) > 1 and not args.join:
+    if gpus and not args.join:
         return spread_over_gpus(args, [p.name for p in programs], gpus, earlier, device)
     began = time.monotonic()
     rows: list[dict] = []

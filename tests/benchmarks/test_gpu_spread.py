@@ -154,3 +154,10 @@ def test_a_run_stopped_midway_joins_what_its_groups_had_written(spread: Path) ->
     rows = json.loads(out.read_text())["rows"]
     assert [r["name"] for r in rows] == names
     assert all(r.get("plain_s") == 1.0 for r in rows)  # gpu 1 wrote its rows before its "slow" program
+
+
+def test_one_gpu_named_is_the_gpu_the_programs_run_on(spread: Path) -> None:
+    names = [p.name for p in load_fetch().read_manifest()[:2]]
+    out = spread / "thirdparty.json"
+    assert thirdparty.main(["--only", ",".join(names), "--gpus", "3", "--out", str(out)]) == 0
+    assert [r["gpu"] for r in json.loads(out.read_text())["rows"]] == ["3", "3"]
