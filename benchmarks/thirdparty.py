@@ -338,6 +338,15 @@ def report_fields(report: Report, plain_s: float) -> dict:
     }
 
 
+def write_output(out: Path, device: str, rows: list[dict]) -> dict:
+    """The results file: the rows, the set's figures over them (``summarize``), the device and the time."""
+    result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+              **summarize(rows), "rows": rows}  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=Path, default=ROOT / ".thirdparty")
@@ -400,11 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         reached = {row["name"] for row in rows}
         ahead = [{"name": p.name, "error": NOT_REACHED} for p in programs if p.name not in reached]
         kept = with_earlier_rows(earlier, rows + ahead) if earlier else rows + ahead
-        result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                  **summarize(kept), "rows": kept}  # fmt: skip
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        return result
+        return write_output(args.out, device, kept)
 
     with tempfile.TemporaryDirectory(prefix="thirdparty-") as scratch:
         reports = args.reports or Path(scratch) / "reports"
@@ -464,11 +469,7 @@ def spread_over_gpus(
         lost = [
             {"name": name, "error": NOT_REACHED} for g in groups if g not in written for name in g.programs
         ]
-        rows = with_earlier_rows([*earlier, *outputs], lost)
-        result = {"device": device, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                  **summarize(rows), "rows": rows}  # fmt: skip
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        result = write_output(args.out, device, with_earlier_rows([*earlier, *outputs], lost))
     failed = [f for f in finished if f.exit_code != 0]
     for f in failed:
         print(
