@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         for program in programs:
             fetched = fetch(program, source, args.into)
             state = "fetched" if fetched else "already in place"
-            print(f"thirdparty: {program.name}: {state} ({len(program.files)} files)", flush=True)
+            files = f"{len(program.files)} file{'' if len(program.files) == 1 else 's'}"
+            print(f"thirdparty: {program.name}: {state} ({files})", flush=True)
     except FetchError as err:
         print(f"thirdparty: {err}", file=sys.stderr)
         return 2

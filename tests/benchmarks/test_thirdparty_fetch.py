@@ -91,13 +91,16 @@ def test_the_manifest_holds_a_dozen_programs_of_every_kind_asked_for() -> None:
 
 
 def test_a_program_comes_from_a_mirror_checked_and_then_stays(
-    upstream: tuple[Path, str], tmp_path: Path
+    upstream: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mirrors, commit = upstream
-    manifest = write_manifest(tmp_path / "manifest.json", program(commit))
+    one_file = program(commit, name="one", files={"main.cu": program(commit)["files"]["main.cu"]})
+    manifest = write_manifest(tmp_path / "manifest.json", program(commit), one_file)
     into = tmp_path / "into"
     args = ["--into", str(into), "--from", str(mirrors), "--manifest", str(manifest)]
     assert fetch.main(args) == 0
+    said = capsys.readouterr().out
+    assert f"prog: fetched ({len(FILES)} files)" in said and "one: fetched (1 file)" in said
     assert {p.relative_to(into / "prog").as_posix(): p.read_bytes() for p in (into / "prog").rglob("*")
             if p.is_file()} == FILES  # fmt: skip
     (into / "prog" / "main").write_bytes(b"built")  # a build's output is no reason to fetch again
