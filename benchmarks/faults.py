@@ -65,7 +65,7 @@ from typing import Any
 import httpx
 
 from benchmarks.service import free_port, server_argv
-from tests.support.processes import live_processes, named
+from tests.support.processes import kill_named, live_processes, named
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "faults.json"
@@ -897,9 +897,7 @@ def scenario_worker_killed(stack: Stack) -> Outcome:
         left_status = (
             {pid: process_status(pid) for pid in [*supervisors, *left_processes]} if left_processes else {}
         )
-    for pid in left_processes:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    kill_named(left_processes, token)
     with stack.worker("w-heir"):
         states = stack.wait_finished([job_id], stack.scale.worker_stale_s * 4 + 120)
     outcome = judge(stack, {job_id: "succeeded"}, states, runs=2)

@@ -6,13 +6,20 @@ The supervisor
 - is a child subreaper (``PR_SET_CHILD_SUBREAPER``): a process the job starts stays its descendant when
   its own parent exits, also one that daemonizes (double fork, ``setsid``) or starts its own process group
   (the engine runs every tool in one), so it can always be found and killed;
-- asks the kernel for SIGTERM when the worker dies (``PR_SET_PDEATHSIG``; it checks that the worker did not
-  die before it asked, and unblocks the signal should the worker's thread have blocked it);
-- on SIGTERM (the worker stops the job, or died) passes SIGTERM to the engine, which unwinds and stops its
-  tools, and after ``--grace`` seconds kills every descendant left;
+- asks the kernel for PARENT_DIED (SIGUSR1) when the thread that started it ends (``PR_SET_PDEATHSIG``:
+  the kernel signals when that *thread* ends, also while the rest of the worker lives or is still being
+  torn down by a SIGKILL), and then waits on a pidfd of the worker for the whole process to end: a worker
+  that died stops the job, a worker that lives (one of its threads ended) keeps it running. It checks
+  that the worker did not die before it asked, and unblocks the signals should the worker's thread have
+  blocked them;
+- on SIGTERM, SIGINT or SIGHUP (the worker stops the job), or when the worker died, passes SIGTERM to the
+  engine, which unwinds and stops its tools, and after ``--grace`` seconds kills every descendant left;
 - when the engine exits, kills every descendant left (a build's stray daemon) and exits with the engine's
   status;
 - when the worker died, removes the job's scratch folder.
+
+Signal handlers only set flags; the loops act on them, so no signal can cut a cleanup short or lose the
+engine's reaped status.
 
 What it cannot stop is a job that kills the supervisor itself first (it runs as the same user): only a
 container, or another user for the job, isolates that. Standard library only: it starts before anything.
@@ -24,6 +31,7 @@ import argparse
 import contextlib
 import ctypes
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -40,8 +48,27 @@ DEFAULT_GRACE_S = 5.0
 KILL_ROUNDS = 100
 
 
-class Stop(Exception):
-    """SIGTERM, SIGINT or SIGHUP arrived: stop the job."""
+PARENT_DIED = signal.SIGUSR1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WORKER_EXIT_WAIT_S = 10.0
+"""How long, after the thread that started the supervisor ended, the worker's process gets to end too
+before the supervisor takes it for a live worker that lost a thread (a SIGKILL'd worker's threads end
+within milliseconds of each other, more on a loaded machine)."""
+POLL_S = 0.05
+
+
+class Received:
+    """What the signal handlers saw, for the loops to act on."""
+
+    def __init__(self) -> None:
+        self.stop = False
+        self.parent_thread_ended = False
+
+    def on_stop(self, _signum: int, _frame: FrameType | None) -> None:
+        self.stop = True
+
+    def on_parent_died(self, _signum: int, _frame: FrameType | None) -> None:
+        self.parent_thread_ended = True
 
 
 def _prctl(option: int, value: int) -> None:
@@ -110,8 +137,25 @@ def kill_descendants() -> dict[int, int]:
     return reaped | _reap()
 
 
-def _raise_stop(_signum: int, _frame: FrameType | None) -> None:
-    raise Stop
+def _exited(pidfd: int, timeout_s: float) -> bool:
+    """Whether the process of ``pidfd`` has ended, waiting at most ``timeout_s``."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
+def _open_worker(worker_pid: int) -> int | None:
+    """A pidfd of the worker, or None when it has died already. The worker is this process's parent: once
+    the pidfd is open, a parent pid still equal to ``worker_pid`` says the pidfd is the worker's, not a later
+    process's that got its number."""
+    try:
+        pidfd = os.pidfd_open(worker_pid)
+    except ProcessLookupError:
+        return None
+    if os.getppid() != worker_pid:
+        os.close(pidfd)
+        return None
+    return pidfd
 
 
 def _wait_for(engine: subprocess.Popen[bytes], timeout_s: float | None) -> int | None:
@@ -123,7 +167,27 @@ def _wait_for(engine: subprocess.Popen[bytes], timeout_s: float | None) -> int |
                 return status
         if deadline is not None and time.monotonic() > deadline:
             return None
-        time.sleep(0.05)
+        time.sleep(POLL_S)
+
+
+def _supervise(
+    engine: subprocess.Popen[bytes], worker: int, received: Received, exit_wait_s: float
+) -> tuple[int | None, bool]:
+    """Wait for the engine to exit, or for a stop, or for the worker's death: (the engine's wait status or
+    None, whether the worker died)."""
+    while True:
+        for pid, status in _reap().items():
+            if pid == engine.pid:
+                return status, False
+        if received.parent_thread_ended:
+            received.parent_thread_ended = False
+            if _exited(worker, exit_wait_s):
+                return None, True
+            # a thread of a live worker ended: the job goes on, and the kernel signals again when the thread
+            # it now counts as the parent ends
+        if received.stop:
+            return None, False
+        time.sleep(POLL_S)
 
 
 def _exit_code(status: int | None) -> int:
@@ -132,42 +196,44 @@ def _exit_code(status: int | None) -> int:
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
-def _worker_gone(worker_pid: int) -> bool:
-    return os.getppid() != worker_pid
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def run(command: list[str], worker_pid: int, scratch: Path | None, grace_s: float) -> int:
+def run(
+    command: list[str],
+    worker_pid: int,
+    scratch: Path | None,
+    grace_s: float,
+    exit_wait_s: float = WORKER_EXIT_WAIT_S,
+) -> int:
+    received = Received()
     for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise_stop)
-    # a signal mask survives fork and exec: started by a thread that blocks SIGTERM, the supervisor would
+        signal.signal(signum, received.on_stop)
+    signal.signal(PARENT_DIED, received.on_parent_died)
+    # a signal mask survives fork and exec: started by a thread that blocks these, the supervisor would
     # hold the parent-death signal pending forever and the job would outlive its worker
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*STOP_SIGNALS, PARENT_DIED))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    worker = _open_worker(worker_pid)
+    _prctl(PR_SET_PDEATHSIG, PARENT_DIED)
+    worker_died = worker is None or os.getppid() != worker_pid  # also: died before the kernel was asked
     engine: subprocess.Popen[bytes] | None = None
     status: int | None = None
     try:
-        if _worker_gone(worker_pid):  # the worker died before the kernel was asked to tell
-            raise Stop
-        engine = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-        status = _wait_for(engine, None)
-    except Stop:
-        with contextlib.suppress(Stop):
-            for signum in STOP_SIGNALS:
-                signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
-            if engine is not None and status is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(engine.pid, signal.SIGTERM)
-                status = _wait_for(engine, grace_s)
+        if not worker_died and worker is not None:
+            engine = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            status, worker_died = _supervise(engine, worker, received, exit_wait_s)
+        if engine is not None and status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine.pid, signal.SIGTERM)
+            status = _wait_for(engine, grace_s)
     finally:
         for pid, reaped in kill_descendants().items():
             if engine is not None and pid == engine.pid and status is None:
                 status = reaped
-        if scratch is not None and _worker_gone(worker_pid):
+        if worker is not None and not worker_died:
+            worker_died = _exited(worker, exit_wait_s if received.parent_thread_ended else 0)
+        if scratch is not None and worker_died:
             shutil.rmtree(scratch, ignore_errors=True)
+        if worker is not None:
+            os.close(worker)
     return _exit_code(status)
 
 
@@ -178,12 +244,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE_S, help="seconds the engine gets to stop"
     )
+    parser.add_argument(
+        "--worker-exit-wait",
+        type=float,
+        default=WORKER_EXIT_WAIT_S,
+        help="seconds the worker gets to end after the thread that started this supervisor ended",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the engine's command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
-    return run(command, args.worker_pid, args.scratch, args.grace)
+    return run(command, args.worker_pid, args.scratch, args.grace, args.worker_exit_wait)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.service.conftest import ROOT
+from tests.support.processes import end_group, exited
 
 README = (ROOT / "README.md").read_text()
 QUICKSTART = Path("/tmp/intelliperf-quickstart")  # the folders the examples name
@@ -58,28 +58,15 @@ def shell(script: str, cwd: Path, home: Path, timeout: float = 300) -> subproces
             start_new_session=True,
         )
         try:
-            process.wait(timeout=timeout)
+            if not exited(process.pid, timeout):
+                raise subprocess.TimeoutExpired(process.args, timeout)
         finally:
-            _end_group(process.pid)
+            # SIGINT to what is left (a service stops as on Ctrl-C), SIGKILL after 20 s; then reap the leader
+            end_group(process.pid, ((signal.SIGINT, 20.0), (signal.SIGKILL, 5.0)))
+            process.wait()
     return subprocess.CompletedProcess(
         process.args, process.returncode, out_file.read_text(), err_file.read_text()
     )
-
-
-def _end_group(group: int) -> None:
-    """SIGINT to every process of the group (a service stops as on Ctrl-C), SIGKILL after 20 s."""
-    for signum, wait_s in ((signal.SIGINT, 20.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(group, signum)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(group, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
 
 
 def test_the_replay_example(clone: Path, tmp_path: Path) -> None:

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from intelliperf.contract import JobSpec
 from tests.service.conftest import wait_for
-from tests.support.processes import named
+from tests.support.processes import kill_named, named
 from worker.executor import EngineEvent, LocalExecutor
 from worker.job_environment import engine_settings_names
 from worker.scratch import OWNER_FILE, PREFIX, job_scratch, remove_orphaned
@@ -138,7 +139,8 @@ def test_a_supervisor_started_with_sigterm_blocked_still_cleans_up_when_its_work
     token = f"ipjob-{uuid.uuid4().hex[:12]}"
     scratch = tmp_path / f"{PREFIX}blocked"
     (scratch / "src").mkdir(parents=True)
-    blocking = "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})"
+    blocked = "{signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1}"
+    blocking = f"signal.pthread_sigmask(signal.SIG_BLOCK, {blocked})"
     worker = doomed_worker(token, scratch, before_start=blocking)
     doomed = subprocess.Popen([sys.executable, "-c", worker], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert doomed.stdout is not None
@@ -147,7 +149,7 @@ def test_a_supervisor_started_with_sigterm_blocked_still_cleans_up_when_its_work
         wait_for(lambda: len(named(token)) == 3, timeout=20)
         status = Path(f"/proc/{supervisor}/status").read_text()
         blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
-        assert not blocked & (1 << (signal.SIGTERM - 1)), status
+        assert not blocked & (1 << (signal.SIGTERM - 1)) and not blocked & (1 << (signal.SIGUSR1 - 1)), status
         doomed.kill()
         doomed.wait()
         wait_for(lambda: not named(token) and not scratch.exists(), timeout=20)
@@ -155,9 +157,73 @@ def test_a_supervisor_started_with_sigterm_blocked_still_cleans_up_when_its_work
         doomed.kill()
         doomed.wait()
         doomed.stdout.close()
-        for pid in [supervisor, *named(token)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_named([supervisor, *named(token)], token)  # the supervisor's command line holds the job's
+
+
+def threaded_worker(token: str, scratch: Path, then: str) -> str:
+    """A worker stand-in's Python that starts the job's supervisor from a thread which ends 2 s later (the
+    kernel's parent-death signal follows the thread), prints the supervisor's pid and runs ``then`` in its
+    main thread."""
+    lines = [
+        "import os, subprocess, sys, threading, time",
+        f"argv = {supervise(token, 'sleep 300', 0, scratch)!r}",
+        'argv[argv.index("--worker-pid") + 1] = str(os.getpid())',
+        'argv[argv.index("--grace"):argv.index("--grace")] = ["--worker-exit-wait", "1"]',
+        "started = []",
+        "def start():",
+        "    started.append(subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL))",
+        "    time.sleep(2)  # the supervisor has asked for the parent-death signal by then",
+        "thread = threading.Thread(target=start)",
+        "thread.start()",
+        "thread.join()",
+        "print(started[0].pid, flush=True)",
+        then,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def threaded_job(tmp_path: Path, then: str) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+    """A job started by ``threaded_worker``: its token, its scratch folder and the worker; whatever of it is
+    left is killed afterwards."""
+    token = f"ipjob-{uuid.uuid4().hex[:12]}"
+    scratch = tmp_path / f"{PREFIX}threaded"
+    (scratch / "src").mkdir(parents=True)
+    worker = threaded_worker(token, scratch, then)
+    process = subprocess.Popen([sys.executable, "-c", worker], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    supervisor = int(process.stdout.readline())
+    try:
+        yield token, scratch, process
+    finally:
+        process.kill()
+        process.wait()
+        process.stdout.close()
+        kill_named([supervisor, *named(token)], token)
+
+
+def test_a_job_goes_on_when_a_thread_of_its_live_worker_ends(tmp_path: Path) -> None:
+    """The thread that started the job ends, the worker lives on: the kernel signals the supervisor, which
+    finds the worker alive and keeps the job; when the worker is then killed, the job goes with it."""
+    with threaded_job(tmp_path, then="time.sleep(300)") as (token, scratch, worker):
+        wait_for(lambda: len(named(token)) == 3, timeout=20)
+        time.sleep(2.5)  # past the thread's end and the supervisor's 1 s wait for the worker to end
+        assert len(named(token)) == 3 and scratch.is_dir()
+        worker.kill()
+        worker.wait()
+        wait_for(lambda: not named(token) and not scratch.exists(), timeout=20)
+
+
+def test_a_worker_whose_starting_thread_ends_before_the_rest_of_it_still_loses_its_scratch_folder(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILL'd worker's threads end one after another: when the thread that started the job ends first,
+    the worker's process is still there for a moment, and a supervisor that looked then took it for alive
+    and left the scratch folder (the fault benchmark's worker_killed failure). Here the rest of the worker
+    ends 0.5 s after that thread."""
+    with threaded_job(tmp_path, then="time.sleep(0.5)\nos._exit(0)") as (token, scratch, worker):
+        assert worker.wait(timeout=20) == 0
+        wait_for(lambda: not named(token) and not scratch.exists(), timeout=20)
 
 
 def test_the_executor_stops_a_job_at_its_time_limit_with_all_its_processes(tmp_path: Path) -> None:
