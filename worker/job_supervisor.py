@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["descendants", "kill_descendants", "main"]
+__all__ = ["descendants", "kill_descendants", "main", "process_ended"]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -137,7 +137,7 @@ def kill_descendants() -> dict[int, int]:
     return reaped | _reap()
 
 
-def _exited(pidfd: int, timeout_s: float) -> bool:
+def process_ended(pidfd: int, timeout_s: float) -> bool:
     """Whether the process of ``pidfd`` has ended, waiting at most ``timeout_s``."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -181,7 +181,7 @@ def _supervise(
                 return status, False
         if received.parent_thread_ended:
             received.parent_thread_ended = False
-            if _exited(worker, exit_wait_s):
+            if process_ended(worker, exit_wait_s):
                 return None, True
             # a thread of a live worker ended: the job goes on, and the kernel signals again when the thread
             # it now counts as the parent ends
@@ -229,7 +229,7 @@ def run(
             if engine is not None and pid == engine.pid and status is None:
                 status = reaped
         if worker is not None and not worker_died:
-            worker_died = _exited(worker, exit_wait_s if received.parent_thread_ended else 0)
+            worker_died = process_ended(worker, exit_wait_s if received.parent_thread_ended else 0)
         if scratch is not None and worker_died:
             shutil.rmtree(scratch, ignore_errors=True)
         if worker is not None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from worker.job_supervisor import process_ended
 
 __all__ = ["Process", "end_group", "exited", "group_members", "kill_named", "live_processes", "named"]
 
@@ -26,6 +27,7 @@ __all__ = ["Process", "end_group", "exited", "group_members", "kill_named", "liv
 class Process:
     pid: int
     parent: int
+    group: int
     argv: list[bytes]
 
 
@@ -35,12 +37,12 @@ def live_processes() -> Iterator[Process]:
         if not entry.name.isdigit():
             continue
         try:
-            state, parent = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            state, parent, group = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[:3]
             argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
         if state != "Z":
-            yield Process(int(entry.name), int(parent), argv)
+            yield Process(int(entry.name), int(parent), int(group), argv)
 
 
 def named(prefix: str) -> list[int]:
@@ -71,26 +73,14 @@ def kill_named(pids: list[int], needle: str) -> list[int]:
 
 def group_members(group: int) -> list[int]:
     """The live (not zombie) processes of process group ``group``."""
-    members = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(entry.name))
-    return members
+    return [p.pid for p in live_processes() if p.group == group]
 
 
 def exited(pid: int, timeout_s: float) -> bool:
     """Whether child ``pid`` exits within ``timeout_s``, without reaping it (a pidfd turns readable)."""
     pidfd = os.pidfd_open(pid)
     try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        return bool(poller.poll(max(timeout_s, 0) * 1000))
+        return process_ended(pidfd, max(timeout_s, 0))
     finally:
         os.close(pidfd)
 
