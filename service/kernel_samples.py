@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from intelliperf.contract import RankedKernel, Report
 from intelliperf.tracking.against_base import KernelMove, compare_to_base
@@ -262,10 +262,18 @@ class SeriesPage:
 
 
 def kernel_series(
-    session: Session, repository: str, kernel: str, device: str | None, *, limit: int, ref: str | None = None
+    session: Session,
+    repository: str,
+    kernel: str,
+    device: str | None,
+    *,
+    limit: int,
+    ref: str | None = None,
+    with_launches: bool = False,
 ) -> SeriesPage:
     """The newest ``limit`` samples of ``kernel`` in ``repository`` (on ``device`` and ``ref``, if given),
-    oldest first, and how many there are in all."""
+    oldest first, and how many there are in all. ``launch_ns`` (up to 256 numbers a sample) is read only
+    ``with_launches``; otherwise reading it raises rather than loading it sample by sample."""
     condition = (KernelSample.repository == repository) & (KernelSample.kernel == kernel)
     if device is not None:
         condition &= KernelSample.device == device
@@ -273,9 +281,10 @@ def kernel_series(
         condition &= KernelSample.ref == ref
     total = session.scalar(select(func.count()).select_from(KernelSample).where(condition)) or 0
     created_at, sample_id = _time_order()
-    newest = session.scalars(
-        select(KernelSample).where(condition).order_by(created_at.desc(), sample_id.desc()).limit(limit)
-    )
+    query = select(KernelSample).where(condition).order_by(created_at.desc(), sample_id.desc()).limit(limit)
+    if not with_launches:
+        query = query.options(defer(KernelSample.launch_ns, raiseload=True))
+    newest = session.scalars(query)
     return SeriesPage(samples=list(newest)[::-1], total=total)
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from service.api.deps import BearerSecret, authorized
 from service.api.schemas import KernelList, KernelOut, KernelSampleOut, KernelSeries
 from service.auth import Principal, check_scope
-from service.db.models import KERNEL_NAME_LENGTH
+from service.db.models import KERNEL_NAME_LENGTH, KernelSample
 from service.kernel_samples import kernel_series, list_kernels, series_change_points
 
 __all__ = ["router"]
@@ -36,6 +36,12 @@ Repository = Annotated[
     ),
 ]
 NO_NUL = r"^[^\x00]*$"  # text the databases can store (PostgreSQL refuses NUL)
+
+
+def sample_out(sample: KernelSample, with_launches: bool) -> KernelSampleOut:
+    """One sample for the API; its ``launch_ns`` only ``with_launches`` (the series reads it only then)."""
+    fields = {name: getattr(sample, name) for name in KernelSampleOut.model_fields if name != "launch_ns"}
+    return KernelSampleOut(**fields, launch_ns=sample.launch_ns if with_launches else None)
 
 
 def _may_read(principal: Principal, repository: str) -> None:
@@ -95,10 +101,10 @@ def read_series(
 ) -> KernelSeries:
     with authorized(request, secret) as (session, principal):
         _may_read(principal, repository)
-        page = kernel_series(session, repository, kernel, device, limit=limit, ref=ref)
-        items = [KernelSampleOut.model_validate(sample) for sample in page.samples]
-        if not launches:
-            items = [item.model_copy(update={"launch_ns": None}) for item in items]
+        page = kernel_series(
+            session, repository, kernel, device, limit=limit, ref=ref, with_launches=launches
+        )
+        items = [sample_out(sample, launches) for sample in page.samples]
         changes, note = series_change_points(page.samples) if page.samples else ([], None)
     if page.total == 0:
         on = f" on device {device!r}" if device is not None else ""

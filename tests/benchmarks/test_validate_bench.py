@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from accordo.signature import kernel_pattern
 from benchmarks import validate
 from benchmarks.validate import SECTIONS, replaced, section_devices, summary
 
@@ -102,3 +104,12 @@ def test_a_run_stopped_midway_keeps_its_rows_and_claims_no_section_it_did_not_fi
         "speedup": "GPU-A",
         "stability": "GPU-A",
     }
+
+
+def test_a_speedup_row_times_the_examples_main_instantiation_where_its_kernel_name_matches_several() -> None:
+    examples = {e["name"]: e for e in json.loads((validate.EXAMPLES / "examples.json").read_text())}
+    tile_sums = validate.measured_kernel(examples["tile_sums"])
+    assert tile_sums == "_ZN4geom9tile_sumsILi32EEEvPK6float2Pfi"
+    pattern = re.compile(kernel_pattern(tile_sums))
+    assert pattern.fullmatch(tile_sums) and not pattern.fullmatch("_ZN4geom9tile_sumsILi1EEEvPK6float2Pfi")
+    assert validate.measured_kernel(examples["transpose_bank"]) == examples["transpose_bank"]["kernel"]

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from alembic import command
 from pydantic import SecretStr, ValidationError
+from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import func, inspect, select, text, update
+from sqlalchemy.exc import InvalidRequestError
 
 from intelliperf.contract import (
     Application,
@@ -34,7 +36,7 @@ from service.db.session import Database
 from service.dispatch import Dispatcher
 from service.job_end import finish
 from service.jobs import repository_name, submit
-from service.kernel_samples import prune_samples
+from service.kernel_samples import kernel_series, prune_samples
 from service.secrets import SecretBox, load_secrets, store_secrets
 from service.settings import ServiceSettings
 from tests.service.conftest import ADMIN as ADMIN_TOKEN
@@ -654,3 +656,29 @@ def test_a_comparison_rests_on_the_newest_base_samples_only(db: Database) -> Non
         compared = compare_job_to_base(session, head, "main", 0.03)
     transpose = next(m for m in compared.moves if m.kernel.startswith("transpose"))
     assert BASE_SAMPLES == 200 and transpose.base_commits == BASE_SAMPLES and not transpose.moved
+
+
+def test_a_series_reads_the_launch_durations_only_when_asked(db: Database) -> None:
+    """Without ``with_launches`` the query leaves ``launch_ns`` (up to 256 numbers a sample) in the database:
+    reading it raises instead of loading it sample by sample; with it, each sample has its durations."""
+    finished_job(db, spec(), report(100.0))
+    finished_job(db, spec(), report(90.0))
+    statements: list[str] = []
+
+    def record(*args: Any) -> None:
+        statements.append(args[2])
+
+    sqlalchemy_event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        with db.session() as session:
+            page = kernel_series(session, "acme/kernels", TRANSPOSE, None, limit=10)
+            assert [sample.median_ns for sample in page.samples] == [100.0, 90.0]
+            with pytest.raises(InvalidRequestError, match="launch_ns"):
+                _ = page.samples[0].launch_ns
+    finally:
+        sqlalchemy_event.remove(db.engine, "before_cursor_execute", record)
+    assert statements and not any("launch_ns" in statement for statement in statements)
+    with db.session() as session:
+        page = kernel_series(session, "acme/kernels", TRANSPOSE, None, limit=10, with_launches=True)
+        expected = [transpose_launches(100.0), transpose_launches(90.0)]
+        assert [sample.launch_ns for sample in page.samples] == expected

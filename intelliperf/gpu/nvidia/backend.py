@@ -37,13 +37,13 @@ __all__ = ["COUNTERS_FILE", "LISTING_FILE", "NvidiaBackend", "write_trace"]
 COUNTERS_FILE = "counters-{index}.jsonl"
 """A recording's counters files, one per process and run, numbered in the order they were written."""
 LISTING_FILE = "sass-{cubin}.txt"
+"""A recording's disassembly of one cubin (by its CRC)."""
 TRACE_SAMPLE_FIRST = 1000
 TRACE_SAMPLE_EVERY = 64
 """The timing pass records each kernel's first TRACE_SAMPLE_FIRST launches and every TRACE_SAMPLE_EVERY-th
 after, and counts the others (profiler/native/launch_sampler.h): CUPTI's kernel records cost about 2 us a
 launch, which a program of tens of thousands of launches would pay on every one. A recording (``record``)
 keeps every launch."""
-"""A recording's disassembly of one cubin (by its CRC)."""
 
 PERMISSION_HINT = (
     "hardware counters are admin-only on this host: run as root, or let every user profile "
