@@ -1,4 +1,5 @@
-"""Which kernels a project without CUDA or C++ source can own: only those its Python files name.
+"""Which kernels a project owns: those it defines, whatever their names say; and in a project without CUDA
+or C++ source, only those its Python files name.
 
 Library kernels are told by their names (`intelliperf.contract.kernel_names.LIBRARY_PREFIXES`), but a
 PyTorch program launches kernels from more libraries than any list names (PyTorch's flash attention,
@@ -7,6 +8,11 @@ them taken for the project's is profiled and then found without line information
 stops with advice to rebuild with -lineinfo that a Python user cannot follow. A project with no CUDA or
 C++ source compiled none of them: a kernel is its own only where one of its Python files names it (a
 Triton kernel's `def`, a CUDA source in a string for `load_inline` or CuPy's `RawKernel`).
+
+The name prefixes err the other way too: HeCBench's gemv defines `gemv_quantized_int4` and
+`gemv_quantized_int8`, which the prefix `gemv` (cuBLAS's gemv kernels) took for a library's, so the two
+kernels that took two thirds of its GPU time were listed and not diagnosed. A kernel the project's own
+sources define (``__global__ ... name(``) is the project's, whatever its name begins with.
 """
 
 from __future__ import annotations
@@ -19,7 +25,14 @@ from pathlib import Path
 from intelliperf.contract import RankedKernel
 from intelliperf.contract.kernel_names import function_name
 
-__all__ = ["NATIVE_SUFFIXES", "PYTHON_BYTES_LIMIT", "compiled_elsewhere", "has_native_source"]
+__all__ = [
+    "NATIVE_SUFFIXES",
+    "PYTHON_BYTES_LIMIT",
+    "SOURCE_BYTES_LIMIT",
+    "compiled_elsewhere",
+    "defined_kernels",
+    "has_native_source",
+]
 
 NATIVE_SUFFIXES = frozenset(
     {".cu", ".cuh", ".cuf", ".hip", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl"}
@@ -29,7 +42,23 @@ SKIPPED_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", "
 folders whose name starts with a dot are skipped too."""
 PYTHON_BYTES_LIMIT = 64 << 20
 """Python read for kernel names at most: past it, no kernel is taken from the project on this ground."""
+SOURCE_BYTES_LIMIT = 64 << 20
+"""Source (CUDA, C++ and Python) read for kernel definitions at most: past it, the rest is not read."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GLOBAL = re.compile(r"\b__global__\b")
+_NAME_BEFORE_PARENTHESIS = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:<[^<>(){};]*>\s*)?\(")
+_DECLARATION_ATTRIBUTES = frozenset(
+    {
+        "__launch_bounds__",
+        "__attribute__",
+        "__declspec",
+        "alignas",
+        "__maxnreg__",
+        "__cluster_dims__",
+        "decltype",
+    }
+)
+_HEADER_CHARS = 2000
 _TRITON2_SUFFIX = re.compile(r"_\d[0-9a-z]*$")  # Triton 2 named a kernel after its signature: add_0d1d2de
 
 
@@ -43,6 +72,37 @@ def _files(root: Path) -> Iterator[Path]:
 def has_native_source(root: Path) -> bool:
     """Whether the project holds a CUDA, C or C++ source or header of its own."""
     return any(path.suffix in NATIVE_SUFFIXES for path in _files(root))
+
+
+def _kernel_name(header: str) -> str | None:
+    """The kernel a ``__global__`` declaration names: the first name before a parenthesis that is not an
+    attribute's (``__launch_bounds__(256)``), up to the declaration's body or end."""
+    end = min((i for i in (header.find("{"), header.find(";")) if i >= 0), default=len(header))
+    for found in _NAME_BEFORE_PARENTHESIS.finditer(header, 0, end):
+        if found.group(1) not in _DECLARATION_ATTRIBUTES:
+            return found.group(1)
+    return None
+
+
+def defined_kernels(root: Path) -> set[str]:
+    """The names of the kernels the project's CUDA, C++ and Python files define (``__global__ void
+    name(``, in a source file or in a Python string), reading at most SOURCE_BYTES_LIMIT of them."""
+    names: set[str] = set()
+    read = 0
+    for path in _files(root):
+        if path.suffix not in NATIVE_SUFFIXES and path.suffix != ".py":
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        read += len(text)
+        if read > SOURCE_BYTES_LIMIT:
+            break
+        for found in _GLOBAL.finditer(text):
+            if (name := _kernel_name(text[found.end() : found.end() + _HEADER_CHARS])) is not None:
+                names.add(name)
+    return names
 
 
 def _python_identifiers(root: Path) -> set[str] | None:
@@ -65,10 +125,19 @@ def _python_identifiers(root: Path) -> set[str] | None:
 
 
 def compiled_elsewhere(kernels: list[RankedKernel], root: Path) -> list[RankedKernel]:
-    """``kernels`` with those the project at ``root`` cannot own marked as library kernels: where the
-    project is Python alone (Python files, no CUDA, HIP or C++ source), every kernel whose function name
-    none of its Python files holds. Any other project is left to the name prefixes: a kernel made by a
-    macro would not be found by its name, and a project of binaries and build files names none."""
+    """``kernels`` with their owner settled by the project at ``root``: a kernel its sources define is the
+    project's, though its name begins like a library's (``defined_kernels``); where the project is Python
+    alone (Python files, no CUDA, HIP or C++ source), every kernel whose function name none of its Python
+    files holds is a library's. Any other project is left to the name prefixes for the rest: a kernel made
+    by a macro would not be found by its name, and a project of binaries and build files names none."""
+    if any(k.library for k in kernels):
+        defined = defined_kernels(root)
+        kernels = [
+            k.model_copy(update={"library": False})
+            if k.library and function_name(k.demangled) in defined
+            else k
+            for k in kernels
+        ]
     if has_native_source(root):
         return kernels
     identifiers = _python_identifiers(root)

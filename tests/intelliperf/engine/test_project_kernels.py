@@ -1,6 +1,8 @@
 """A project without CUDA or C++ source owns only the kernels its Python files name (PyTorch's flash
 attention, Inductor's kernels and other libraries' kernels that no name prefix catches are listed, not
-profiled); a project with native source is left to the name prefixes."""
+profiled); a project with native source is left to the name prefixes, but for the kernels it defines,
+which are its own whatever their names begin with (HeCBench's gemv_quantized_int4 against cuBLAS's gemv
+prefix)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from intelliperf.engine import project_kernels
-from intelliperf.engine.project_kernels import compiled_elsewhere, has_native_source
+from intelliperf.engine.project_kernels import compiled_elsewhere, defined_kernels, has_native_source
 from intelliperf.errors import KernelNotFoundError
 from tests.recorded import EXAMPLES, replay_in
 from tests.support.reports import make_kernel
@@ -108,3 +110,75 @@ def test_a_pytorch_program_whose_python_names_none_of_its_kernels_owns_none(tmp_
         KernelNotFoundError, match=r"every kernel the application launched comes from a library"
     ):
         replay_in("torch_model", project)
+
+
+GEMV_INT4 = "gemv_quantized_int4(uint4_2*, __half*, __half*, unsigned int, __half, __half, unsigned int)"
+"""As the GPU machine's trace named HeCBench gemv's kernel (benchmarks/thirdparty, 2026-11-29)."""
+CUBLAS_GEMV = (
+    "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>(float)"
+)
+GEMV_KERNELS_H = """
+// as HeCBench's src/gemv-cuda/kernels.h declares its kernels
+__global__ void gemv_quantized_int4(uint4_2* mat, __half* vec, __half* res,
+                                    unsigned int n, __half scale, __half zero_point,
+                                    unsigned int num_per_thread) {
+  float sum = 0;
+}
+"""
+
+
+def gemv_kernels() -> list:
+    return [
+        make_kernel(1, "_Z19gemv_quantized_int4", demangled=GEMV_INT4, library=True),
+        make_kernel(2, "_Z17gemv2T_kernel_val", demangled=CUBLAS_GEMV, library=True),
+    ]
+
+
+def test_a_kernel_the_project_defines_is_its_own_though_its_name_begins_like_a_librarys(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "kernels.h").write_text(GEMV_KERNELS_H)
+    (tmp_path / "main.cu").write_text("// calls cublasSgemv, whose gemv2T_kernel_val is cuBLAS's\n")
+    assert library_names(compiled_elsewhere(gemv_kernels(), tmp_path)) == ["_Z17gemv2T_kernel_val"]
+    (tmp_path / "kernels.h").unlink()
+    assert library_names(compiled_elsewhere(gemv_kernels(), tmp_path)) == [
+        "_Z19gemv_quantized_int4",
+        "_Z17gemv2T_kernel_val",
+    ]
+
+
+def test_a_kernel_named_but_not_defined_by_the_project_stays_a_librarys(tmp_path: Path) -> None:
+    (tmp_path / "main.cu").write_text(
+        "// gemv2T_kernel_val is slower than ours\nvoid gemv2T_kernel_val(float x);  // not a kernel\n"
+    )
+    assert library_names(compiled_elsewhere(gemv_kernels(), tmp_path)) == [
+        "_Z19gemv_quantized_int4",
+        "_Z17gemv2T_kernel_val",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "defined"),
+    [
+        ("__global__ void __launch_bounds__(256) gemv_x(float* a) {}", {"gemv_x"}),
+        ("template <int TILE>\n__global__ void\ntile_sums(const float* in, float* out);", {"tile_sums"}),
+        ('extern "C" __global__ void scale(float* x, int n)\n{\n}', {"scale"}),
+        ("__global__ __attribute__((used)) void kern(int* p) { f(p); }", {"kern"}),
+        ('SOURCE = """__global__ void from_python(float* x) {}"""', {"from_python"}),
+        ("#define KERNEL __global__\nint helper(int x);", {"helper"}),  # a macro: the next declaration
+        ("// no kernel here\nint main(int argc, char** argv) { return 0; }", set()),
+    ],
+)
+def test_defined_kernels_reads_the_name_of_each_global_declaration(
+    tmp_path: Path, source: str, defined: set[str]
+) -> None:
+    (tmp_path / ("ext.py" if source.startswith("SOURCE") else "k.cu")).write_text(source)
+    assert defined_kernels(tmp_path) == defined
+
+
+def test_past_the_source_limit_the_rest_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kernels.h").write_text(GEMV_KERNELS_H)
+    monkeypatch.setattr(project_kernels, "SOURCE_BYTES_LIMIT", len(GEMV_KERNELS_H))
+    assert defined_kernels(tmp_path) == {"gemv_quantized_int4"}
+    monkeypatch.setattr(project_kernels, "SOURCE_BYTES_LIMIT", len(GEMV_KERNELS_H) - 1)
+    assert defined_kernels(tmp_path) == set()
