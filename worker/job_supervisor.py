@@ -158,14 +158,14 @@ def _open_worker(worker_pid: int) -> int | None:
     return pidfd
 
 
-def _wait_for(engine: subprocess.Popen[bytes], timeout_s: float | None) -> int | None:
+def _wait_for(engine: subprocess.Popen[bytes], timeout_s: float) -> int | None:
     """The engine's wait status once it exits (reaping orphans meanwhile), or None after ``timeout_s``."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s
     while True:
         for pid, status in _reap().items():
             if pid == engine.pid:
                 return status
-        if deadline is not None and time.monotonic() > deadline:
+        if time.monotonic() > deadline:
             return None
         time.sleep(POLL_S)
 
