@@ -7,7 +7,10 @@ build): ``--repeats`` rounds of a plain run and a timing pass side by side (thei
 round to round), the timing pass being what the engine times as ``passes.timing_s`` (the backend's
 ``time_kernels``: the traced run, reading its trace, ranking its kernels); ``plain_s`` and ``timing_s`` are
 the medians, ``traced_app_s`` the traced application's own wall time. Then one ``intelliperf run -f
-diagnoseOnly`` for the diagnosis and ``counters_s`` (its ``timing_s`` kept as ``report_timing_s``). Single
+diagnoseOnly`` for the diagnosis and ``counters_s`` (its ``timing_s`` kept as ``report_timing_s``), and a
+second one, whose timing pass (``report_again_timing_s``) is what a user's every run after the first pays:
+the reference copy keeps Triton's cache between runs (``report_again_outside_timing_target`` names the
+programs where that one run is over the per-program rule against the plain median). Single
 runs of the same program scatter by several percent on a shared machine; a 3% target is only
 measurable on medians of runs taken side by side.
 
@@ -132,6 +135,9 @@ def summarize(rows: list[dict]) -> dict:
         ),
         "timing_rule_undecided": [r["name"] for r in measured if timing_rule_undecided(r)],
         "diagnosis_failed": [r["name"] for r in measured if r.get("diagnosis_error")],
+        "report_again_outside_timing_target": [
+            r["name"] for r in measured if r.get("report_again_within_timing_target") is False
+        ],
         "timing_excess_intervals_s": {
             r["name"]: [round(v, 4) for v in interval]
             for r in measured
@@ -209,6 +215,7 @@ def plain_run(argv: list[str], cwd: Path) -> float:
 
 
 def diagnose(argv: list[str], project: Path, out: Path) -> Report:
+    out.mkdir(parents=True, exist_ok=True)
     report = out / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "intelliperf", "run", "-f", "diagnoseOnly", "-p", str(project),
@@ -304,7 +311,12 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
         report = diagnose(argv, project, out)
     except (subprocess.SubprocessError, RuntimeError, OSError, ValueError) as err:  # ValueError: a bad report
         return row | {"diagnosis_error": str(err)[-1500:]}
-    return row | report_fields(report, row["plain_s"])
+    row |= report_fields(report, row["plain_s"])
+    try:
+        again = diagnose(argv, project, out / "again")
+    except (subprocess.SubprocessError, RuntimeError, OSError, ValueError) as err:
+        return row | {"report_again_error": str(err)[-1500:]}
+    return row | again_fields(again, row["plain_s"])
 
 
 def cost_fields(plain: list[float], timed: list[float], passes: list[tuple[float, float, int]]) -> dict:
@@ -335,6 +347,19 @@ def report_fields(report: Report, plain_s: float) -> dict:
         "kernels": len(report.kernels),
         "hottest": hottest.demangled if hottest else None,
         "bottlenecks": sorted({d.formula for d in report.diagnoses if d.present}),
+    }
+
+
+def again_fields(again: Report, plain_s: float) -> dict:
+    """The second `intelliperf run` of the program: its timing pass, which finds the Triton kernels the first
+    compiled in the reference copy's kept cache (intelliperf/engine/workspace.py), as a user's every run after
+    the first does; one run, beside the median of the plain ones."""
+    timing_s = again.passes.timing_s
+    return {
+        "report_again_timing_s": timing_s,
+        "report_again_within_timing_target": (
+            within_timing_target(plain_s, timing_s) if timing_s is not None else None
+        ),
     }
 
 

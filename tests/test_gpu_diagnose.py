@@ -97,3 +97,33 @@ def test_missing_application() -> None:
     result = transpose(app="./bin/not_built")
     assert result.returncode == AppError.exit_code, result.stderr
     assert "not_built" in result.stderr and "does not exist" in result.stderr
+
+
+def test_a_second_run_reuses_the_reference_copys_triton_kernels_and_keeps_their_lines(tmp_path: Path) -> None:
+    """Issue 41: the reference copy's Triton cache is kept from one `intelliperf run` to the next at the same
+    path (engine/workspace.py), so the second run compiles nothing, and the kernels it loads from the cache
+    still name the copy's files: the hot line maps to the project's source as on the first run."""
+    pytest.importorskip("triton")
+    example = next(e for e in MANIFEST if e["name"] == "triton_strided")
+    work = tmp_path / "work"
+    work.mkdir()
+    cubins = []
+    for n in range(2):
+        out = tmp_path / f"report-{n}.json"
+        result = intelliperf(
+            "run", "-f", "diagnoseOnly", "-p", str(EXAMPLES / example["name"]), "-o", str(out),
+            "--", "./" + example["app"], env={"INTELLIPERF_WORK_DIR": str(work)},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        [folder] = work.iterdir()
+        assert sorted(p.name for p in folder.iterdir()) == [".lock", "jit"]
+        cubins.append(
+            {p.relative_to(folder): p.stat().st_mtime_ns for p in (folder / "jit").rglob("*.cubin")}
+        )
+        report = Report.model_validate_json(out.read_text())
+        diagnosis = next(d for d in report.diagnoses if d.formula == example["formula"] and d.present)
+        assert (diagnosis.locations[0].file, diagnosis.locations[0].line) == (
+            example["source"],
+            marker_line(example),
+        )
+    assert cubins[0] and cubins[1] == cubins[0]

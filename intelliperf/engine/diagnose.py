@@ -197,7 +197,7 @@ def run_diagnosis(
 ) -> Report:
     """The diagnosis part of a job, for its first application, in a scratch copy of ``project``."""
     settings = get_settings()
-    with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
+    with workspace(project, root=settings.work_dir, keep=settings.keep_workspace, reference=True) as ws:
         return diagnose_in(
             spec, backend=backend, ws=ws, project=project, progress=progress, counter_store=counter_store
         ).report

@@ -180,7 +180,7 @@ def run_job(
     optimize = proposer is not None and spec.optimizes
     if optimize:
         check_optimizable(spec)
-    with workspace(project, root=settings.work_dir, keep=settings.keep_workspace) as ws:
+    with workspace(project, root=settings.work_dir, keep=settings.keep_workspace, reference=True) as ws:
         diagnosed = diagnose_in(
             spec, backend=backend, ws=ws, project=project, progress=progress, counter_store=counter_store
         )

@@ -27,7 +27,6 @@ from intelliperf.contract.kernel_names import function_name
 
 __all__ = [
     "NATIVE_SUFFIXES",
-    "PYTHON_BYTES_LIMIT",
     "SOURCE_BYTES_LIMIT",
     "compiled_elsewhere",
     "defined_kernels",
@@ -40,10 +39,9 @@ NATIVE_SUFFIXES = frozenset(
 SKIPPED_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", "__pycache__"})
 """Installed packages (a virtual environment inside the project holds PyTorch's C++ headers) and caches;
 folders whose name starts with a dot are skipped too."""
-PYTHON_BYTES_LIMIT = 64 << 20
-"""Python read for kernel names at most: past it, no kernel is taken from the project on this ground."""
 SOURCE_BYTES_LIMIT = 64 << 20
-"""Source (CUDA, C++ and Python) read for kernel definitions at most: past it, the rest is not read."""
+"""Source (CUDA, C++ and Python) read at most: past it the rest is not read for kernel definitions, and no
+kernel is taken from a Python project on the ground that its files do not name it."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOBAL = re.compile(r"\b__global__\b")
 _NAME_BEFORE_PARENTHESIS = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:<[^<>(){};]*>\s*)?\(")
@@ -84,44 +82,43 @@ def _kernel_name(header: str) -> str | None:
     return None
 
 
+def _definitions(text: str) -> Iterator[str]:
+    for found in _GLOBAL.finditer(text):
+        if (name := _kernel_name(text[found.end() : found.end() + _HEADER_CHARS])) is not None:
+            yield name
+
+
+def _read_project(
+    root: Path, suffixes: frozenset[str], *, identifiers: bool
+) -> tuple[set[str], set[str] | None]:
+    """One reading of the project's files with these ``suffixes``, at most SOURCE_BYTES_LIMIT of them:
+    the kernels they define (``__global__ void name(``, in a source file or in a Python string, as far as
+    the limit let them be read), and with ``identifiers`` every identifier they hold (None without
+    ``identifiers``, where no such file exists, or past the limit)."""
+    defined: set[str] = set()
+    names: set[str] = set()
+    read = files = 0
+    for path in _files(root):
+        if path.suffix not in suffixes:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        files += 1
+        read += len(text)
+        if read > SOURCE_BYTES_LIMIT:
+            return defined, None
+        defined.update(_definitions(text))
+        if identifiers:
+            names.update(_IDENTIFIER.findall(text))
+    return defined, names if identifiers and files else None
+
+
 def defined_kernels(root: Path) -> set[str]:
     """The names of the kernels the project's CUDA, C++ and Python files define (``__global__ void
     name(``, in a source file or in a Python string), reading at most SOURCE_BYTES_LIMIT of them."""
-    names: set[str] = set()
-    read = 0
-    for path in _files(root):
-        if path.suffix not in NATIVE_SUFFIXES and path.suffix != ".py":
-            continue
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        read += len(text)
-        if read > SOURCE_BYTES_LIMIT:
-            break
-        for found in _GLOBAL.finditer(text):
-            if (name := _kernel_name(text[found.end() : found.end() + _HEADER_CHARS])) is not None:
-                names.add(name)
-    return names
-
-
-def _python_identifiers(root: Path) -> set[str] | None:
-    """Every identifier in the project's Python files; None where it has none, or past PYTHON_BYTES_LIMIT."""
-    identifiers: set[str] = set()
-    read = 0
-    scripts = [path for path in _files(root) if path.suffix == ".py" and path.is_file()]
-    if not scripts:
-        return None
-    for path in scripts:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        read += len(text)
-        if read > PYTHON_BYTES_LIMIT:
-            return None
-        identifiers.update(_IDENTIFIER.findall(text))
-    return identifiers
+    return _read_project(root, NATIVE_SUFFIXES | {".py"}, identifiers=False)[0]
 
 
 def compiled_elsewhere(kernels: list[RankedKernel], root: Path) -> list[RankedKernel]:
@@ -130,17 +127,15 @@ def compiled_elsewhere(kernels: list[RankedKernel], root: Path) -> list[RankedKe
     alone (Python files, no CUDA, HIP or C++ source), every kernel whose function name none of its Python
     files holds is a library's. Any other project is left to the name prefixes for the rest: a kernel made
     by a macro would not be found by its name, and a project of binaries and build files names none."""
-    if any(k.library for k in kernels):
-        defined = defined_kernels(root)
-        kernels = [
-            k.model_copy(update={"library": False})
-            if k.library and function_name(k.demangled) in defined
-            else k
-            for k in kernels
-        ]
-    if has_native_source(root):
+    native = has_native_source(root)
+    if native and not any(k.library for k in kernels):
         return kernels
-    identifiers = _python_identifiers(root)
+    suffixes = NATIVE_SUFFIXES | {".py"} if native else frozenset({".py"})
+    defined, identifiers = _read_project(root, suffixes, identifiers=not native)
+    kernels = [
+        k.model_copy(update={"library": False}) if k.library and function_name(k.demangled) in defined else k
+        for k in kernels
+    ]
     if identifiers is None:
         return kernels
 

@@ -86,14 +86,14 @@ def test_past_the_python_limit_no_kernel_is_taken_from_the_project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "model.py").write_text(TRITON_SOURCE)
-    monkeypatch.setattr(project_kernels, "PYTHON_BYTES_LIMIT", len(TRITON_SOURCE))
+    monkeypatch.setattr(project_kernels, "SOURCE_BYTES_LIMIT", len(TRITON_SOURCE))
     assert library_names(compiled_elsewhere(kernels(), tmp_path)) == [
         "_ZN13pytorch_flash16flash_fwd_kernelE",
         "triton_poi_fused_add_0",
         "add_kernel_0d1d2de",
         "sm90_xmma_gemm",
     ]
-    monkeypatch.setattr(project_kernels, "PYTHON_BYTES_LIMIT", len(TRITON_SOURCE) - 1)
+    monkeypatch.setattr(project_kernels, "SOURCE_BYTES_LIMIT", len(TRITON_SOURCE) - 1)
     assert library_names(compiled_elsewhere(kernels(), tmp_path)) == ["sm90_xmma_gemm"]
 
 
@@ -182,3 +182,28 @@ def test_past_the_source_limit_the_rest_is_not_read(tmp_path: Path, monkeypatch:
     assert defined_kernels(tmp_path) == {"gemv_quantized_int4"}
     monkeypatch.setattr(project_kernels, "SOURCE_BYTES_LIMIT", len(GEMV_KERNELS_H) - 1)
     assert defined_kernels(tmp_path) == set()
+
+
+def test_a_python_project_is_read_once_for_definitions_and_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python project whose string defines a kernel a prefix takes for a library's: one reading of its
+    files settles both (the definitions and the names its Python holds)."""
+    (tmp_path / "model.py").write_text(TRITON_SOURCE)
+    (tmp_path / "ext.py").write_text('SOURCE = """__global__ void gemv_mine(float* x) {}"""\n')
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted(path: Path, *args: object, **kwargs: object) -> str:
+        reads.append(path.name)
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    marked = compiled_elsewhere([*kernels(), make_kernel(6, "gemv_mine", library=True)], tmp_path)
+    assert sorted(reads) == ["ext.py", "model.py"]
+    assert library_names(marked) == [
+        "_ZN13pytorch_flash16flash_fwd_kernelE",
+        "triton_poi_fused_add_0",
+        "add_kernel_0d1d2de",
+        "sm90_xmma_gemm",
+    ]
