@@ -158,16 +158,19 @@ def _open_worker(worker_pid: int) -> int | None:
     return pidfd
 
 
+def _engine_status(engine: subprocess.Popen[bytes]) -> int | None:
+    """The engine's wait status if it has exited, reaping every orphan that has too."""
+    return _reap().get(engine.pid)
+
+
 def _wait_for(engine: subprocess.Popen[bytes], timeout_s: float) -> int | None:
     """The engine's wait status once it exits (reaping orphans meanwhile), or None after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        for pid, status in _reap().items():
-            if pid == engine.pid:
-                return status
+    while (status := _engine_status(engine)) is None:
         if time.monotonic() > deadline:
             return None
         time.sleep(POLL_S)
+    return status
 
 
 def _supervise(
@@ -176,9 +179,8 @@ def _supervise(
     """Wait for the engine to exit, or for a stop, or for the worker's death: (the engine's wait status or
     None, whether the worker died)."""
     while True:
-        for pid, status in _reap().items():
-            if pid == engine.pid:
-                return status, False
+        if (status := _engine_status(engine)) is not None:
+            return status, False
         if received.parent_thread_ended:
             received.parent_thread_ended = False
             if process_ended(worker, exit_wait_s):
