@@ -30,6 +30,21 @@ constexpr std::initializer_list<CUpti_CallbackId> kRecordedLaunches = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
 };
 
+// Entry points that begin or end a stream capture: counted, so that while none is active no launch asks
+// whether its stream is being captured (sample_policy.h).
+constexpr std::initializer_list<CUpti_CallbackId> kCaptureBegins = {
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
+};
+constexpr std::initializer_list<CUpti_CallbackId> kCaptureEnds = {
+    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
+};
+
 struct FunctionCount {
   std::string name;
   uint64_t launches = 0;
@@ -61,11 +76,25 @@ bool switch_records(bool on) {
   return done;
 }
 
-bool is_counted(CUpti_CallbackId cbid) {
-  for (const CUpti_CallbackId id : kLaunchCallbacks) {
+template <typename Ids>
+bool is_one_of(const Ids& ids, CUpti_CallbackId cbid) {
+  for (const CUpti_CallbackId id : ids) {
     if (id == cbid) return true;
   }
   return false;
+}
+
+// At the API exit of a capture's begin or end: a begin that succeeded starts one; an end that returned
+// the graph, or that the capture had been invalidated, ends one (any other failure ends nothing).
+void on_capture_exit(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
+  const CUresult result =
+      info->functionReturnValue != nullptr ? *static_cast<const CUresult*>(info->functionReturnValue) : CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (is_one_of(kCaptureBegins, cbid)) {
+    if (result == CUDA_SUCCESS) capture_began(g->policy);
+  } else if (result == CUDA_SUCCESS || result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+    capture_ended(g->policy);
+  }
 }
 
 bool capturing(const LaunchArgs& args) {
@@ -75,7 +104,7 @@ bool capturing(const LaunchArgs& args) {
 }
 
 void on_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
-  if (!is_counted(cbid)) {
+  if (!is_one_of(kLaunchCallbacks, cbid)) {
     std::lock_guard<std::mutex> lock(g->mutex);
     record_uncounted(g->policy, switch_records);
     t_open = true;
@@ -105,6 +134,11 @@ bool sampler_start(CUpti_SubscriberHandle subscriber, uint64_t first, uint64_t e
   for (const CUpti_CallbackId cbid : kRecordedLaunches) {
     ok = ok && PROFILER_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
   }
+  for (const auto& ids : {kCaptureBegins, kCaptureEnds}) {
+    for (const CUpti_CallbackId cbid : ids) {
+      ok = ok && PROFILER_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+    }
+  }
   if (!ok) {  // no launch is half counted: every launch is recorded
     PROFILER_CUPTI(cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
     return false;
@@ -118,6 +152,10 @@ bool sampler_start(CUpti_SubscriberHandle subscriber, uint64_t first, uint64_t e
 
 void sampler_on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
   if (g == nullptr || info == nullptr) return;
+  if (is_one_of(kCaptureBegins, cbid) || is_one_of(kCaptureEnds, cbid)) {
+    if (info->callbackSite == CUPTI_API_EXIT) on_capture_exit(cbid, info);
+    return;
+  }
   if (info->callbackSite == CUPTI_API_ENTER) {
     try {
       on_enter(cbid, info);

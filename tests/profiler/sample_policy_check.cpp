@@ -15,6 +15,7 @@ namespace {
 struct Tally {
   std::vector<uint64_t> sampled, recorded, unrecorded, uncounted;
   uint64_t switches = 0;
+  uint64_t queries = 0;  // capture queries asked (each a driver call in the tracer)
   explicit Tally(size_t kernels) : sampled(kernels), recorded(kernels), unrecorded(kernels), uncounted(kernels) {}
 };
 
@@ -27,10 +28,10 @@ std::string list(const std::vector<uint64_t>& values) {
 void print(const char* scenario, const Tally& t, const SamplePolicy& p) {
   std::printf(
       "{\"scenario\":\"%s\",\"sampled\":%s,\"recorded\":%s,\"unrecorded\":%s,\"uncounted\":%s,"
-      "\"switches\":%llu,\"recording\":%s,\"open\":%llu}\n",
+      "\"switches\":%llu,\"recording\":%s,\"open\":%llu,\"queries\":%llu}\n",
       scenario, list(t.sampled).c_str(), list(t.recorded).c_str(), list(t.unrecorded).c_str(),
       list(t.uncounted).c_str(), static_cast<unsigned long long>(t.switches), p.recording ? "true" : "false",
-      static_cast<unsigned long long>(p.open));
+      static_cast<unsigned long long>(p.open), static_cast<unsigned long long>(t.queries));
 }
 
 void count(Tally& t, size_t kernel, LaunchFate fate) {
@@ -43,16 +44,19 @@ void count(Tally& t, size_t kernel, LaunchFate fate) {
 }
 
 // `kernels` kernels launched round-robin, `launches` launches each, one thread (each launch closes at its
-// API exit before the next).
-void round_robin(const char* scenario, size_t kernels, uint64_t launches, uint64_t first, uint64_t every) {
+// API exit before the next); `captures` stream captures active meanwhile (on other streams).
+void round_robin(const char* scenario, size_t kernels, uint64_t launches, uint64_t first, uint64_t every,
+                 uint64_t captures = 0) {
   SamplePolicy p;
   p.first = first, p.every = every;
+  for (uint64_t c = 0; c < captures; ++c) profiler::capture_began(p);
   Tally t(kernels);
   std::vector<uint64_t> n(kernels);
   auto toggle = [&](bool) { ++t.switches; return true; };
+  auto query = [&] { ++t.queries; return false; };
   for (uint64_t i = 0; i < launches; ++i) {
     for (size_t k = 0; k < kernels; ++k) {
-      const LaunchFate fate = profiler::sample_launch(p, ++n[k], [] { return false; }, toggle);
+      const LaunchFate fate = profiler::sample_launch(p, ++n[k], query, toggle);
       count(t, k, fate);
       if (fate == LaunchFate::Sampled) profiler::close_launch(p);
     }
@@ -66,13 +70,14 @@ int main() {
   round_robin("kernellaunch", 3, 24000, 1000, 64);
   round_robin("few_launches", 2, 1000, 1000, 64);
   round_robin("every_other", 2, 5, 1, 2);
+  round_robin("kernellaunch_beside_a_capture", 3, 24000, 1000, 64, 1);
 
   {  // a stream capture: no switch inside it, its launches not counted
     SamplePolicy p;
     p.first = 1, p.every = 2;
     Tally t(1);
     bool capturing = false;
-    auto captured = [&] { return capturing; };
+    auto captured = [&] { ++t.queries; return capturing; };
     auto toggle = [&](bool) { ++t.switches; return true; };
     auto launch = [&](uint64_t n) {
       const LaunchFate fate = profiler::sample_launch(p, n, captured, toggle);
@@ -80,12 +85,12 @@ int main() {
       if (fate == LaunchFate::Sampled) profiler::close_launch(p);
     };
     launch(1);  // sampled, records on
-    capturing = true;
+    capturing = true, profiler::capture_began(p);
     launch(2);  // not wanted, a switch off would be needed: uncounted, no switch
     launch(3);  // wanted, records still on: sampled (no execution, so no record either)
-    capturing = false;
-    launch(4);  // not wanted: switch off, unrecorded
-    capturing = true;
+    capturing = false, profiler::capture_ended(p);
+    launch(4);  // not wanted: switch off, unrecorded (no capture active: nothing asked)
+    capturing = true, profiler::capture_began(p);
     launch(5);  // wanted, a switch on would be needed: uncounted, no switch
     launch(6);  // not wanted, records off: uncounted (captured)
     print("capture", t, p);

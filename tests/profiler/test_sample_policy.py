@@ -49,6 +49,19 @@ def test_kernellaunch_records_each_kernels_first_1000_and_every_64th_launch_afte
     assert row["switches"] == 1 + 2 * 359 and (row["recording"], row["open"]) == (False, 0)
 
 
+def test_while_no_stream_capture_is_active_no_launch_asks_whether_it_is_captured(
+    run: dict[str, dict],
+) -> None:
+    """The capture query is a driver call (cuStreamIsCapturing) on the launch's path: kernelLaunch asked it
+    at every one of its 67,923 unrecorded launches. With no capture begun, it is never asked; beside an
+    active capture (on another stream), every launch that could be captured asks, with the same fates."""
+    alone, beside = run["kernellaunch"], run["kernellaunch_beside_a_capture"]
+    assert alone["queries"] == 0
+    fates = ("sampled", "recorded", "unrecorded", "uncounted", "switches")
+    assert {k: beside[k] for k in fates} == {k: alone[k] for k in fates}
+    assert beside["queries"] == sum(beside["unrecorded"]) + 359  # and each switch back on, at a sample
+
+
 def test_a_program_within_the_first_launches_is_recorded_whole_without_a_switch(run: dict[str, dict]) -> None:
     row = run["few_launches"]
     assert row["sampled"] == [1000, 1000] and row["unrecorded"] == [0, 0]
@@ -65,6 +78,7 @@ def test_inside_a_stream_capture_nothing_is_switched_or_counted(run: dict[str, d
     row = run["capture"]
     assert row["sampled"] == [2] and row["unrecorded"] == [1] and row["uncounted"] == [3]
     assert row["switches"] == 1 and row["recording"] is False
+    assert row["queries"] == 3  # launches 2, 5 and 6: the fourth came after the capture ended
 
 
 def test_a_launch_made_while_another_threads_sample_is_in_flight_is_recorded_not_counted(
