@@ -24,7 +24,9 @@ records, the activity toggles and the event pairs read; full_overhead prints CUP
 (CUPTI_ACTIVITY_KIND_OVERHEAD: the kernel instrumentation CUPTI generates at module load, buffer flushes,
 ...) summed by kind.
 
---old-native builds the profiler from other sources too (e.g. a previous commit's profiler/native);
+--old-native builds the profiler from other sources too (e.g. a previous commit's profiler/native):
+``profiler_old`` runs it with ACCORDO_* variables (sources from before the settings file),
+``profiler_sampled_old`` with the settings file and ``profiler_sampled``'s settings (from 939d590 on);
 --variant builds the current sources with extra flags (-DPROFILER_DEVICE_BUFFER_BYTES=262144).
 """
 
@@ -100,7 +102,12 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "profiler": ("profiler", {}),
     # the profiler's sampled trace (launch_sampler.h), as the timing pass runs it: its extras are settings
     "profiler_sampled": ("profiler", {"sample_first": "1000", "sample_every": "64"}),
+    # the same from --old-native's sources, when they read the settings file too (from 939d590 on)
+    "profiler_sampled_old": ("profiler_old_settings", {"sample_first": "1000", "sample_every": "64"}),
 }
+
+# the conditions whose library reads its settings from a settings file (profiler_env)
+SETTINGS_LIBS = ("profiler", "profiler_old_settings")
 
 
 # what the probe's launch callback reports, kept from a condition's first run when the callback ran
@@ -154,7 +161,7 @@ def build(
         }  # the environment's CXXFLAGS, which the Makefile extends
         subprocess.run([*make, f"CUDA_HOME={CUDA_HOME}"], check=True, env=env)
     if old_native is not None:  # the profiler from other sources (e.g. the previous commit's), to compare
-        libs["profiler_old"] = out / "profiler_old.so"
+        libs["profiler_old"] = libs["profiler_old_settings"] = out / "profiler_old.so"
         make = ["make", "-s", "-C", str(old_native), f"OUT={libs['profiler_old']}", f"CUDA_HOME={CUDA_HOME}"]
         subprocess.run(make, check=True)
     app = ROOT / "benchmarks" / "trace_probe_app.cu"
@@ -288,6 +295,7 @@ def main() -> int:
             apps += thirdparty_apps(args.thirdparty, args.programs.split(","), Path(tmp))
         if args.old_native is None:
             conditions.pop("profiler_old", None)
+            conditions.pop("profiler_sampled_old", None)
         samples: dict[str, dict[str, list[dict]]] = {app: {c: [] for c in conditions} for app, _, _ in apps}
         rng = random.Random(7)
         for round_index in range(args.rounds + 1):
@@ -297,7 +305,7 @@ def main() -> int:
                 for name in order:
                     lib, extra = conditions[name]
                     env = dict(os.environ)
-                    if lib == "profiler":
+                    if lib in SETTINGS_LIBS:
                         env.update(profiler_env(lib, libs[lib], Path(tmp), extra))
                     elif lib is not None:
                         env.update(profiler_env(lib, libs[lib], Path(tmp)))

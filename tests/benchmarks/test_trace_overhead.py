@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.trace_overhead import CUDA_HOME, build, run_once
+from benchmarks.trace_overhead import CONDITIONS, CUDA_HOME, SETTINGS_LIBS, build, profiler_env, run_once
 
 needs_cuda = pytest.mark.skipif(
     shutil.which("g++") is None or not (CUDA_HOME / "bin" / "nvcc").is_file(),
@@ -65,3 +65,16 @@ def test_the_profilers_stats_and_messages_reach_the_reader(tmp_path: Path) -> No
     script = f"import sys; print({stats!r}, file=sys.stderr); print({other!r}, file=sys.stderr)"
     sample = run_once([sys.executable, "-c", script], tmp_path, {})
     assert sample["profiler_stats"] == [stats] and sample["messages"] == [other]
+
+
+def test_the_old_sources_sampled_condition_gets_the_sampled_settings_file(tmp_path: Path) -> None:
+    """profiler_sampled_old runs --old-native's library with profiler_sampled's settings, through the settings
+    file; profiler_old keeps the ACCORDO_* variables of sources from before the settings file."""
+    lib, settings = CONDITIONS["profiler_sampled_old"]
+    assert lib in SETTINGS_LIBS and settings == CONDITIONS["profiler_sampled"][1]
+    env = profiler_env(lib, tmp_path / "old.so", tmp_path, settings)
+    assert env["CUDA_INJECTION64_PATH"] == str(tmp_path / "old.so")
+    lines = (tmp_path / "settings").read_text().splitlines()
+    assert {"mode=trace", "sample_first=1000", "sample_every=64"} <= set(lines)
+    old = profiler_env("profiler_old", tmp_path / "old.so", tmp_path)
+    assert old["ACCORDO_MODE"] == "trace" and not any(v == str(tmp_path / "settings") for v in old.values())
