@@ -89,6 +89,10 @@ CONDITIONS: dict[str, tuple[str | None, dict[str, str]]] = {
     "full_sample100_stride64": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "64"}),
     "full_sample100_stride1024": ("probe", {"PROBE_SAMPLE": "100", "PROBE_STRIDE": "1024"}),
     "full_overhead": ("probe", {"PROBE_OVERHEAD": "1"}),
+    # the module-load callback alone, hashing each module's functions as the trace does (no activity)
+    "modules_hashed": ("probe", {"PROBE_STAGE": "none", "PROBE_MODULES": "1"}),
+    # kernel activity on every launch, the module hashing and CUPTI's overhead records: the trace's parts
+    "full_modules_overhead": ("probe", {"PROBE_MODULES": "1", "PROBE_OVERHEAD": "1"}),
     "callback_count_per_kernel": ("probe", {"PROBE_STAGE": "callback", "PROBE_SAMPLE": "100"}),
     "callback_events100": (
         "probe",
@@ -112,6 +116,8 @@ SETTINGS_LIBS = ("profiler", "profiler_old_settings")
 
 # what the probe's launch callback reports, kept from a condition's first run when the callback ran
 CALLBACK_KEYS = ("launches_seen", "toggles", "toggle_ms", "event_pairs", "event_ms")
+# what the probe's module-load callback reports (PROBE_MODULES)
+MODULE_KEYS = ("modules", "module_mib", "module_functions", "module_ms")
 
 
 def profiler_env(
@@ -247,6 +253,13 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
                 event_ms=t["event_ms"],
                 cupti_overhead_ms={kind: ns / 1e6 for kind, ns in t["overhead_ns"].items()},
             )
+            if t.get("modules"):
+                sample.update(
+                    modules=t["modules"],
+                    module_mib=t["module_bytes"] / 2**20,
+                    module_functions=t["module_functions"],
+                    module_ms=t["module_ns"] / 1e6,
+                )
             if t["exit0"]:
                 sample.update(flush=ms("exit0", "flush"), finalize=ms("flush", "finalize"))
         elif line.startswith((f"{MESSAGE_PREFIX}trace stats:", f"{MESSAGE_PREFIX}trace sampling:")):
@@ -344,6 +357,10 @@ def main() -> int:
             for key in CALLBACK_KEYS:
                 if key in runs[0]:
                     row[key] = runs[0][key]
+            for key in MODULE_KEYS:
+                values = [s[key] for s in runs if key in s]
+                if values:
+                    row[key] = round(statistics.median(values), 3)
             row["profiler_stats"] = [s["profiler_stats"] for s in runs if "profiler_stats" in s][:3]
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row
@@ -356,6 +373,11 @@ def main() -> int:
                     f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "
                     f"{row['toggles']} toggles ({row['toggle_ms']:.2f} ms), {row['event_pairs']} event "
                     f"pairs read ({row['event_ms']:.2f} ms of kernel time)"
+                )
+            if row.get("modules"):
+                print(
+                    f"    module loads: {row['modules']:.0f} modules, {row['module_mib']:.1f} MiB, "
+                    f"{row['module_functions']:.0f} functions hashed in {row['module_ms']:.2f} ms (medians)"
                 )
             kinds = sorted({k for s in runs for k in s.get("cupti_overhead_ms", {})})
             if kinds:  # CUPTI's own overhead records, medians over the runs (a run without a kind: 0)

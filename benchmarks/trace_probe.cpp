@@ -23,6 +23,10 @@
 //   PROBE_OVERHEAD  1: CUPTI's own overhead records too (CUPTI_ACTIVITY_KIND_OVERHEAD), their time summed by
 //                   kind ("overhead_ns": instrumentation, buffer_flush, resource, ...); "records" counts the
 //                   kernel records only
+//   PROBE_MODULES   1: a callback at each module load that reads the module's functions and hashes their code
+//                   with the profiler's own code (profiler/native/cubin_symbols.cpp), keeping them as
+//                   trace.cpp does ("modules", "module_bytes", "module_functions", "module_ns"): what the
+//                   trace's code hashes cost a program that loads many or large modules (PyTorch's)
 // At exit (library destructor) prints one line "probe: {json}" on stderr with the timestamps in ns.
 #include <dlfcn.h>
 
@@ -38,6 +42,11 @@
 
 #ifndef PROBE_NO_CUPTI
 #include <cupti.h>
+
+#include <mutex>
+#include <set>
+
+#include "../profiler/native/cubin_symbols.cpp"
 #endif
 
 namespace {
@@ -62,6 +71,7 @@ struct Times {
   uint64_t event_pairs = 0;
   double event_ms = 0;
   uint64_t overhead_ns[10] = {};  // by overhead_slot()
+  uint64_t modules = 0, module_bytes = 0, module_functions = 0, module_ns = 0;
 } g_t;
 
 // CUpti_ActivityOverheadKind's values in the order of their names below (the enum's values are sparse).
@@ -256,9 +266,37 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid, cons
   ++g_t.toggles;
 }
 
-void subscribe_launches() {
+// Each loaded module's functions and code hashes, kept by name as trace.cpp keeps them.
+void on_module_loaded(const void* data) {
+  const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+  const auto* module = static_cast<const CUpti_ModuleResourceData*>(resource->resourceDescriptor);
+  if (module == nullptr || module->pCubin == nullptr || module->cubinSize == 0) return;
+  static std::mutex mutex;
+  static auto* codes = new std::unordered_map<std::string, std::set<uint64_t>>();
+  const uint64_t t0 = now();
+  const std::vector<profiler::FunctionCode> functions = profiler::cubin_function_code(module->pCubin, module->cubinSize);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const profiler::FunctionCode& function : functions) (*codes)[function.name].insert(function.hash);
+  g_t.module_ns += now() - t0;
+  ++g_t.modules;
+  g_t.module_bytes += module->cubinSize;
+  g_t.module_functions += functions.size();
+}
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) on_module_loaded(data);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) on_launch(nullptr, domain, cbid, data);
+}
+
+// The one subscriber CUPTI allows: the launch entry points (`launches`) and module loads (`modules`).
+void subscribe(bool launches, bool modules) {
   CUpti_SubscriberHandle subscriber = nullptr;
-  check(cuptiSubscribe(&subscriber, on_launch, nullptr), "subscribe");
+  check(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribe");
+  if (modules) {
+    check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED),
+          "enable module callback");
+  }
+  if (!launches) return;
   for (CUpti_CallbackId cbid :
        {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz})
@@ -294,7 +332,8 @@ void at_exit() {
                "probe: {\"ctor\":%llu,\"init0\":%llu,\"dlopen\":%llu,\"attrs\":%llu,\"reg\":%llu,\"enable\":%llu,"
                "\"init1\":%llu,\"exit0\":%llu,\"flush\":%llu,\"finalize\":%llu,\"exit1\":%llu,\"dtor\":%llu,"
                "\"records\":%llu,\"buffers\":%llu,\"errors\":%llu,\"launches\":%llu,\"toggles\":%llu,"
-               "\"toggle_ns\":%llu,\"event_pairs\":%llu,\"event_ms\":%.6f,\"overhead_ns\":{%s}}\n",
+               "\"toggle_ns\":%llu,\"event_pairs\":%llu,\"event_ms\":%.6f,\"modules\":%llu,\"module_bytes\":%llu,"
+               "\"module_functions\":%llu,\"module_ns\":%llu,\"overhead_ns\":{%s}}\n",
                (unsigned long long)g_t.ctor, (unsigned long long)g_t.init0, (unsigned long long)g_t.dlopen,
                (unsigned long long)g_t.attrs, (unsigned long long)g_t.reg, (unsigned long long)g_t.enable,
                (unsigned long long)g_t.init1, (unsigned long long)g_t.exit0, (unsigned long long)g_t.flush,
@@ -302,7 +341,8 @@ void at_exit() {
                (unsigned long long)g_t.records, (unsigned long long)g_t.buffers, (unsigned long long)g_t.errors,
                (unsigned long long)g_t.launches.load(), (unsigned long long)g_t.toggles,
                (unsigned long long)g_t.toggle_ns, (unsigned long long)g_t.event_pairs, g_t.event_ms,
-               overheads.c_str());
+               (unsigned long long)g_t.modules, (unsigned long long)g_t.module_bytes,
+               (unsigned long long)g_t.module_functions, (unsigned long long)g_t.module_ns, overheads.c_str());
 }
 
 }  // namespace
@@ -336,11 +376,13 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   g_stride = std::strtoull(env("PROBE_STRIDE", "0"), nullptr, 10);
   g_events = stage == "callback" && g_sample > 0 && std::string(env("PROBE_TIMER", "")) == "events";
   g_toggle = stage == "full" && g_sample > 0;
-  if (stage == "callback" || g_sample > 0) {
+  const bool launches = stage == "callback" || g_sample > 0;
+  if (launches) {
     g_counts = new std::unordered_map<CUfunction, uint64_t>();
     g_pairs = new std::vector<std::pair<CUevent, CUevent>>();
-    subscribe_launches();
   }
+  const bool modules = std::string(env("PROBE_MODULES", "0")) == "1";
+  if (launches || modules) subscribe(launches, modules);
   g_t.reg = now();
   if (stage == "enable" || stage == "full") {
     check(cuptiActivityEnable(kind()), "enable");

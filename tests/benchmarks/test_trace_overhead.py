@@ -4,6 +4,7 @@ whose CUPTI calls fail, with no driver here, reports the failures instead of cra
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -78,3 +79,32 @@ def test_the_old_sources_sampled_condition_gets_the_sampled_settings_file(tmp_pa
     assert {"mode=trace", "sample_first=1000", "sample_every=64"} <= set(lines)
     old = profiler_env("profiler_old", tmp_path / "old.so", tmp_path)
     assert old["ACCORDO_MODE"] == "trace" and not any(v == str(tmp_path / "settings") for v in old.values())
+
+
+@needs_cuda
+def test_a_module_callback_that_cupti_refuses_is_reported(libs: dict[str, Path], tmp_path: Path) -> None:
+    """PROBE_MODULES subscribes to module loads even where no activity or launch callback is asked for."""
+    sample = run_once(
+        load(libs["probe"], initialize=True), tmp_path, {"PROBE_STAGE": "none", "PROBE_MODULES": "1"}
+    )
+    assert sample["errors"] >= 1
+    assert any(m.startswith("probe: subscribe failed: CUPTI_ERROR") for m in sample["messages"])
+    assert "modules" not in sample and "module_ms" not in sample
+
+
+@pytest.mark.parametrize("modules", [0, 3])
+def test_the_module_loads_reach_the_reader(tmp_path: Path, modules: int) -> None:
+    """The probe's module figures become MiB and ms; a run that loaded no module (or hashed none) has none."""
+    line = {
+        key: 0 for key in ("ctor", "init0", "dlopen", "attrs", "reg", "enable", "init1", "exit0", "flush")
+    }
+    line |= {"finalize": 0, "exit1": 0, "dtor": 0, "records": 0, "buffers": 0, "errors": 0, "launches": 0}
+    line |= {"toggles": 0, "toggle_ns": 0, "event_pairs": 0, "event_ms": 0.0, "overhead_ns": {}}
+    line |= {"modules": modules, "module_bytes": 3 * 2**20, "module_functions": 1234, "module_ns": 2_500_000}
+    script = f"import sys; print('probe: ' + {json.dumps(line)!r}, file=sys.stderr)"
+    sample = run_once([sys.executable, "-c", script], tmp_path, {})
+    if modules == 0:
+        assert not {"modules", "module_mib", "module_functions", "module_ms"} & sample.keys()
+    else:
+        assert (sample["modules"], sample["module_mib"], sample["module_functions"]) == (3, 3.0, 1234)
+        assert sample["module_ms"] == 2.5
