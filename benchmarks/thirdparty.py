@@ -10,7 +10,9 @@ the medians, ``traced_app_s`` the traced application's own wall time. Then one `
 diagnoseOnly`` for the diagnosis and ``counters_s`` (its ``timing_s`` kept as ``report_timing_s``), and a
 second one, whose timing pass (``report_again_timing_s``) is what a user's every run after the first pays:
 the reference copy keeps Triton's cache between runs (``report_again_outside_timing_target`` names the
-programs where that one run is over the per-program rule against the plain median). Single
+programs where that one run is over the per-program rule against the plain median, and
+``report_again_beyond_timing_runs`` those where it took longer than every timing pass of the rounds: a
+cost that only a user's run pays, where one run against a median may be the host's scatter). Single
 runs of the same program scatter by several percent on a shared machine; a 3% target is only
 measurable on medians of runs taken side by side.
 
@@ -138,6 +140,7 @@ def summarize(rows: list[dict]) -> dict:
         "report_again_outside_timing_target": [
             r["name"] for r in measured if r.get("report_again_within_timing_target") is False
         ],
+        "report_again_beyond_timing_runs": [r["name"] for r in measured if again_beyond_timing_runs(r)],
         "timing_excess_intervals_s": {
             r["name"]: [round(v, 4) for v in interval]
             for r in measured
@@ -348,6 +351,13 @@ def report_fields(report: Report, plain_s: float) -> dict:
         "hottest": hottest.demangled if hottest else None,
         "bottlenecks": sorted({d.formula for d in report.diagnoses if d.present}),
     }
+
+
+def again_beyond_timing_runs(row: dict) -> bool:
+    """Whether the row's second `intelliperf run` took longer in its timing pass than every timing pass of
+    the rounds (False where either is missing: a row from before the rounds kept their runs)."""
+    again, runs = row.get("report_again_timing_s"), row.get("timing_runs")
+    return again is not None and bool(runs) and again > max(runs)
 
 
 def again_fields(again: Report, plain_s: float) -> dict:

@@ -365,3 +365,15 @@ def test_join_needs_the_files_it_joins_and_one_device(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         thirdparty.main(["--join", "--rows-from", str(h200), str(h100), "--out", str(tmp_path / "x.json")])
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("again_s", "beyond"), [(0.74, False), (0.7401, True), (None, False)], ids=["at-max", "over", "none"]
+)
+def test_a_second_run_longer_than_every_timing_pass_is_named(again_s: float | None, beyond: bool) -> None:
+    """report_again_beyond_timing_runs: the user's second run against the rounds' own timing passes (their
+    longest, 0.74 s, is not beyond), not against the plain median alone."""
+    row = {"name": "p", "plain_s": 0.59, "timing_s": 0.61, "timing_runs": [0.60, 0.74, 0.61],
+           "report_again_timing_s": again_s}  # fmt: skip
+    assert summarize([row])["report_again_beyond_timing_runs"] == (["p"] if beyond else [])
+    assert summarize([{**row, "timing_runs": []}])["report_again_beyond_timing_runs"] == []
