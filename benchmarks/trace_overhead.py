@@ -5,7 +5,8 @@ first allocation, the first launch, 200 launches) and two examples plain, under 
 libraries (benchmarks/trace_probe.cpp: each step of the native profiler's trace mode switchable and timed) and
 under the profiler itself, interleaved in shuffled rounds. Prints per condition the median wall time over
 the plain run (and the median of each run against its own round's plain run, with a 90% interval for that
-median: the whole range at six rounds, the 6th to 13th of eighteen), and the median phases:
+median: the whole range at six rounds, the 6th to 13th of eighteen), the CPU time and page faults of its
+processes over the plain run's (paired medians: far steadier than the wall time), and the median phases:
 for the probe application its own; for the examples spawn -> injection library loaded (cuInit), each
 set-up step, set-up end -> library destructor, destructor -> reaped (libcupti's and libcuda's teardown).
 
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -209,13 +211,23 @@ def read_traces(traces: list[Path]) -> dict:
 
 
 def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
+    """One run: its wall time and the CPU time and page faults of its processes (``user_ms``, ``sys_ms``,
+    ``minflt``: this process's reaped children's usage before and after, one child at a time), which
+    scatter far less than the wall time on the GPU machines, and what the probe or profiler printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic_ns()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate()
     end = time.monotonic_ns()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
-    sample: dict = {"wall_ms": (end - start) / 1e6}
+    sample: dict = {
+        "wall_ms": (end - start) / 1e6,
+        "user_ms": (after.ru_utime - before.ru_utime) * 1e3,
+        "sys_ms": (after.ru_stime - before.ru_stime) * 1e3,
+        "minflt": after.ru_minflt - before.ru_minflt,
+    }
     for line in out.decode(errors="replace").splitlines():
         if line.startswith('{"main":'):
             a = json.loads(line)
@@ -348,6 +360,12 @@ def main() -> int:
                 values = [s[key] for s in runs if key in s]
                 row[key] = round(statistics.median(values), 3) if values else None
             row["extra_ms"] = round(row["wall_ms"] - plain, 3)
+            # the CPU time of the run's processes over plain's (medians; each run against its round's plain)
+            for key in ("user_ms", "sys_ms", "minflt"):
+                row[key] = round(statistics.median(s[key] for s in runs), 3)
+                row[f"paired_{key}"] = round(
+                    statistics.median(s[key] - p[key] for s, p in zip(runs, per["plain"], strict=True)), 3
+                )
             # each run against the plain run of its own round
             paired = [s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)]
             row["paired_extra_ms"] = round(statistics.median(paired), 3)
@@ -368,6 +386,11 @@ def main() -> int:
             span = row["paired_extra_interval_ms"]
             span_text = f"{span[0]:+.0f}..{span[1]:+.0f}" if span else "-"
             print(f"{name:26} {row['extra_ms']:+7.1f} {row['paired_extra_ms']:+7.1f} {span_text:>11} {cells}")
+            if name != "plain":
+                print(
+                    f"    CPU over plain (paired medians): user {row['paired_user_ms']:+.1f} ms, "
+                    f"system {row['paired_sys_ms']:+.1f} ms, {row['paired_minflt']:+.0f} page faults"
+                )
             if row.get("launches_seen"):
                 print(
                     f"    launch callback: {row['launches_seen']} launches, {row['records']} records, "

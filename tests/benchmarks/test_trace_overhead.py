@@ -108,3 +108,16 @@ def test_the_module_loads_reach_the_reader(tmp_path: Path, modules: int) -> None
     else:
         assert (sample["modules"], sample["module_mib"], sample["module_functions"]) == (3, 3.0, 1234)
         assert sample["module_ms"] == 2.5
+
+
+def test_each_run_gets_the_cpu_time_of_its_own_processes(tmp_path: Path) -> None:
+    """run_once's user_ms is the child's own: a busy run's CPU time is not counted again in the next run."""
+    busy = [
+        sys.executable,
+        "-c",
+        "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass",
+    ]
+    idle = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+    first, second = run_once(busy, tmp_path, {}), run_once(idle, tmp_path, {})
+    assert first["user_ms"] + first["sys_ms"] >= 250 and first["minflt"] > 0
+    assert second["user_ms"] < 200 and second["wall_ms"] >= 300
