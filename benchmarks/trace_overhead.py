@@ -120,6 +120,8 @@ SETTINGS_LIBS = ("profiler", "profiler_old_settings")
 CALLBACK_KEYS = ("launches_seen", "toggles", "toggle_ms", "event_pairs", "event_ms")
 # what the probe's module-load callback reports (PROBE_MODULES)
 MODULE_KEYS = ("modules", "module_mib", "module_functions", "module_ms")
+# what run_once measures of every run's processes
+USAGE_KEYS = ("user_ms", "sys_ms", "minflt")
 
 
 def profiler_env(
@@ -281,6 +283,11 @@ def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
     return sample
 
 
+def paired_differences(runs: list[dict], plain: list[dict], key: str) -> list[float]:
+    """Each run's ``key`` against the plain run of its own round."""
+    return [s[key] - p[key] for s, p in zip(runs, plain, strict=True)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -347,8 +354,7 @@ def main() -> int:
     app_keys = ["app_spawn_to_main", "app_cuda_init", "app_alloc", "app_first_launch", "app_200_launches"]
     app_keys += ["app_free", "app_exit"]
     for app, per in samples.items():
-        plain_runs = [s["wall_ms"] for s in per["plain"]]
-        plain = statistics.median(plain_runs)
+        plain = statistics.median(s["wall_ms"] for s in per["plain"])
         keys = lib_keys if app != "probe_app" else app_keys
         print(f"\n{app}: plain {plain:.1f} ms; medians of {args.rounds} interleaved runs, ms")
         head = f"{'condition':26} {'extra':>7} {'paired':>7} {'90% of it':>11} "
@@ -356,18 +362,15 @@ def main() -> int:
         summary[app] = {}
         for name, runs in per.items():
             row: dict = {}
-            for key in ["wall_ms", *lib_keys, *app_keys]:
+            for key in ["wall_ms", *USAGE_KEYS, *lib_keys, *app_keys, *MODULE_KEYS]:
                 values = [s[key] for s in runs if key in s]
                 row[key] = round(statistics.median(values), 3) if values else None
             row["extra_ms"] = round(row["wall_ms"] - plain, 3)
-            # the CPU time of the run's processes over plain's (medians; each run against its round's plain)
-            for key in ("user_ms", "sys_ms", "minflt"):
-                row[key] = round(statistics.median(s[key] for s in runs), 3)
+            for key in USAGE_KEYS:  # the CPU time of the run's processes over plain's
                 row[f"paired_{key}"] = round(
-                    statistics.median(s[key] - p[key] for s, p in zip(runs, per["plain"], strict=True)), 3
+                    statistics.median(paired_differences(runs, per["plain"], key)), 3
                 )
-            # each run against the plain run of its own round
-            paired = [s["wall_ms"] - p for s, p in zip(runs, plain_runs, strict=True)]
+            paired = paired_differences(runs, per["plain"], "wall_ms")
             row["paired_extra_ms"] = round(statistics.median(paired), 3)
             interval = median_interval(paired)
             row["paired_extra_interval_ms"] = [round(v, 3) for v in interval] if interval else None
@@ -375,10 +378,6 @@ def main() -> int:
             for key in CALLBACK_KEYS:
                 if key in runs[0]:
                     row[key] = runs[0][key]
-            for key in MODULE_KEYS:
-                values = [s[key] for s in runs if key in s]
-                if values:
-                    row[key] = round(statistics.median(values), 3)
             row["profiler_stats"] = [s["profiler_stats"] for s in runs if "profiler_stats" in s][:3]
             row["messages"] = sorted({m for s in runs for m in s.get("messages", [])})[:5]
             summary[app][name] = row
