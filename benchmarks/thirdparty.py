@@ -246,22 +246,23 @@ def side_by_side(
     timed_once: Callable[[], float],
     first: int,
     settle_s: float,
-    warm_s: float,
 ) -> tuple[list[float], list[float]]:
     """``first`` rounds of a plain run beside a timing pass (their order alternating from round to round),
     then, while the timing rule is undecided (``timing_rule_undecided``), more rounds, up to MOST_ROUNDS and
-    as long as the extra rounds have taken less than ``settle_s``: the rounds where the scatter needs them.
+    while the extra rounds so far and one more as long as the last fit in ``settle_s``: the rounds where the
+    scatter needs them. A round is reckoned by the last one, not by the warm-up run, which holds a JIT's
+    compilation (the Triton flash attention's 60 s against rounds of 26 s gave it two extra rounds of 190 s).
     The seconds of the plain runs and of the timing passes, by round."""
     plain: list[float] = []
     timed: list[float] = []
-    extra_s = 0.0
+    extra_s = last_round_s = 0.0
     while True:
         rounds = len(plain)
         if rounds >= first:
             undecided = timing_rule_undecided(
                 {"plain_s": statistics.median(plain), "plain_runs": plain, "timing_runs": timed}
             )
-            if not undecided or rounds >= MOST_ROUNDS or extra_s + 2 * warm_s > settle_s:
+            if not undecided or rounds >= MOST_ROUNDS or extra_s + last_round_s > settle_s:
                 return plain, timed
         began = time.perf_counter()
         if rounds % 2 == 0:
@@ -269,8 +270,9 @@ def side_by_side(
         timed.append(timed_once())
         if rounds % 2 == 1:
             plain.append(plain_once())
+        last_round_s = time.perf_counter() - began
         if rounds >= first:
-            extra_s += time.perf_counter() - began
+            extra_s += last_round_s
 
 
 def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: int, settle_s: float) -> dict:
@@ -304,7 +306,6 @@ def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: 
             with_usage(one_pass, timing_usage),
             rounds_for(warm_s, repeats),
             settle_s,
-            warm_s,
         )
     except (subprocess.SubprocessError, RuntimeError, OSError, IntelliPerfError) as err:
         row["error"] = str(err)[-1500:]

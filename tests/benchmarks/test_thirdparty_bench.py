@@ -152,7 +152,7 @@ class ScriptedRuns:
 
 def run(script: ScriptedRuns, monkeypatch: pytest.MonkeyPatch, settle_s: float) -> tuple[list, list]:
     monkeypatch.setattr(thirdparty.time, "perf_counter", lambda: script.clock)
-    return side_by_side(script.plain, script.timed, first=5, settle_s=settle_s, warm_s=1.0)
+    return side_by_side(script.plain, script.timed, first=5, settle_s=settle_s)
 
 
 def test_without_settling_time_the_first_rounds_are_all_and_their_order_alternates(
@@ -172,10 +172,13 @@ def test_an_undecided_program_gets_rounds_until_its_interval_settles(monkeypatch
 
 
 def test_extra_rounds_stop_at_most_rounds_and_at_the_settling_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    never = [0.0, 0.1] * MOST_ROUNDS  # never settles
+    never = [0.0, 0.25] * MOST_ROUNDS  # never settles
     assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1000.0)[0]) == MOST_ROUNDS
-    # each extra round takes about 2.05 s and the next is started while 2 * warm_s more fits in 5 s
-    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=5.0)[0]) == 5 + 2
+    # rounds of 2.0 s and 2.25 s by turns (the fifth 2.0 s): the 6th (2.25 s) fits, the 7th (2.0 s) is started
+    # while the extra 2.25 s and the last round's 2.25 s fit, and no 8th (4.25 s + 2.0 s)
+    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=4.5)[0]) == 7
+    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=4.49)[0]) == 6
+    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1.99)[0]) == 5
 
 
 def test_a_failed_diagnosis_keeps_the_rounds_it_followed(
