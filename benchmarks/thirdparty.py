@@ -252,27 +252,23 @@ def side_by_side(
     while the extra rounds so far and one more as long as the last fit in ``settle_s``: the rounds where the
     scatter needs them. A round is reckoned by the last one, not by the warm-up run, which holds a JIT's
     compilation (the Triton flash attention's 60 s against rounds of 26 s gave it two extra rounds of 190 s).
-    The seconds of the plain runs and of the timing passes, by round."""
+    The seconds of the plain runs and of the timing passes, by round: a round's seconds are its two runs'."""
     plain: list[float] = []
     timed: list[float] = []
-    extra_s = last_round_s = 0.0
     while True:
         rounds = len(plain)
         if rounds >= first:
             undecided = timing_rule_undecided(
                 {"plain_s": statistics.median(plain), "plain_runs": plain, "timing_runs": timed}
             )
-            if not undecided or rounds >= MOST_ROUNDS or extra_s + last_round_s > settle_s:
+            extra_s = sum(plain[first:]) + sum(timed[first:])
+            if not undecided or rounds >= MOST_ROUNDS or extra_s + plain[-1] + timed[-1] > settle_s:
                 return plain, timed
-        began = time.perf_counter()
         if rounds % 2 == 0:
             plain.append(plain_once())
         timed.append(timed_once())
         if rounds % 2 == 1:
             plain.append(plain_once())
-        last_round_s = time.perf_counter() - began
-        if rounds >= first:
-            extra_s += last_round_s
 
 
 def measure(program: Any, sources: Path, scratch: Path, reports: Path, repeats: int, settle_s: float) -> dict:

@@ -129,56 +129,50 @@ def test_a_program_is_undecided_when_its_excess_interval_holds_what_the_rule_all
 
 
 class ScriptedRuns:
-    """Plain runs of 1 s and timing passes that exceed them by the scripted excesses (the last one repeated),
-    each advancing a fake clock by its own seconds; ``calls`` is the order they ran in."""
+    """Plain runs of 1 s and timing passes that exceed them by the scripted excesses (the last one repeated);
+    ``calls`` is the order they ran in."""
 
     def __init__(self, excesses: list[float]) -> None:
         self.excesses = excesses
-        self.clock = 0.0
         self.calls: list[str] = []
 
     def plain(self) -> float:
         self.calls.append("plain")
-        self.clock += 1.0
         return 1.0
 
     def timed(self) -> float:
         index = sum(call == "timed" for call in self.calls)
         self.calls.append("timed")
         seconds = 1.0 + self.excesses[min(index, len(self.excesses) - 1)]
-        self.clock += seconds
         return seconds
 
 
-def run(script: ScriptedRuns, monkeypatch: pytest.MonkeyPatch, settle_s: float) -> tuple[list, list]:
-    monkeypatch.setattr(thirdparty.time, "perf_counter", lambda: script.clock)
+def run(script: ScriptedRuns, settle_s: float) -> tuple[list, list]:
     return side_by_side(script.plain, script.timed, first=5, settle_s=settle_s)
 
 
-def test_without_settling_time_the_first_rounds_are_all_and_their_order_alternates(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_without_settling_time_the_first_rounds_are_all_and_their_order_alternates() -> None:
     script = ScriptedRuns([0.0, 0.1])  # undecided: the interval holds the 50 ms allowed
-    plain, timed = run(script, monkeypatch, settle_s=0.0)
+    plain, timed = run(script, settle_s=0.0)
     assert len(plain) == len(timed) == 5
     assert script.calls[:4] == ["plain", "timed", "timed", "plain"]
 
 
-def test_an_undecided_program_gets_rounds_until_its_interval_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_undecided_program_gets_rounds_until_its_interval_settles() -> None:
     # two excesses of 100 ms among zeros: at eleven rounds the interval's top is the 9th value, a zero
     script = ScriptedRuns([0.0, 0.1, 0.0, 0.1, 0.0, 0.0])
-    plain, timed = run(script, monkeypatch, settle_s=1000.0)
+    plain, timed = run(script, settle_s=1000.0)
     assert len(plain) == len(timed) == 11
 
 
-def test_extra_rounds_stop_at_most_rounds_and_at_the_settling_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_extra_rounds_stop_at_most_rounds_and_at_the_settling_time() -> None:
     never = [0.0, 0.25] * MOST_ROUNDS  # never settles
-    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1000.0)[0]) == MOST_ROUNDS
+    assert len(run(ScriptedRuns(never), settle_s=1000.0)[0]) == MOST_ROUNDS
     # rounds of 2.0 s and 2.25 s by turns (the fifth 2.0 s): the 6th (2.25 s) fits, the 7th (2.0 s) is started
     # while the extra 2.25 s and the last round's 2.25 s fit, and no 8th (4.25 s + 2.0 s)
-    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=4.5)[0]) == 7
-    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=4.49)[0]) == 6
-    assert len(run(ScriptedRuns(never), monkeypatch, settle_s=1.99)[0]) == 5
+    assert len(run(ScriptedRuns(never), settle_s=4.5)[0]) == 7
+    assert len(run(ScriptedRuns(never), settle_s=4.49)[0]) == 6
+    assert len(run(ScriptedRuns(never), settle_s=1.99)[0]) == 5
 
 
 def test_a_failed_diagnosis_keeps_the_rounds_it_followed(
